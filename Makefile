@@ -12,7 +12,11 @@ PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 # the site's build; the two variables silence the banners of mkdocs' plugins
 MKDOCS  := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --quiet
 
-.PHONY: up test test-fast check docs bench venv clean lint type imports fmt
+# Prism, the mock server of Lambda Cloud's API contract the Lambda provider's tests run
+# (tools/prism/package.json pins it; npm ci installs exactly the lock file's tree)
+PRISM   := tools/prism/node_modules/.bin/prism
+
+.PHONY: up test test-fast check docs bench venv clean lint type imports fmt prism
 
 # `make up` installs HAL alone; `make test`/`check` add the test tools and workflow tools.
 $(RUN_STAMP): pyproject.toml
@@ -28,12 +32,21 @@ $(STAMP): $(RUN_STAMP)
 
 venv: $(STAMP)
 
+$(PRISM): tools/prism/package.json tools/prism/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm ci --prefix tools/prism --no-audit --no-fund --ignore-scripts --loglevel=error \
+	  && touch $(PRISM); \
+	else echo "npm is not installed: the Lambda provider's tests will be skipped"; fi
+
+## Prism for the Lambda provider's tests (needs npm; the tests skip without it)
+prism: $(PRISM)
+
 ## Start a local cluster: control plane + 2 agents + SQLite under ~/.local/share/hal
 up: $(RUN_STAMP)
 	$(VENV)/bin/hal up $(UP_ARGS)
 
 ## Run the test suite in parallel (slow tests too when CI=true or HAL_SLOW=1)
-test: $(STAMP)
+test: $(STAMP) prism
 	$(PYTEST) $(TEST_ARGS)
 
 ## The inner loop: unit and property tests that start no server and replay no trace
@@ -61,4 +74,4 @@ bench: $(STAMP)
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache tools/prism/node_modules

@@ -72,7 +72,7 @@ class ArtifactCache:
         self.root = root
         self.channel = channel
         self.limit_bytes = limit_bytes
-        self._live_jobs = live_jobs  # the jobs with processes (or records) on this node
+        self.live_jobs = live_jobs  # the jobs with processes (or records) on this node
         self._fetching: dict[str, asyncio.Future[Path]] = {}
         # job → the digests it deployed, one file per job (``HOLDS``/JOB): a restarted
         # agent adopts running jobs, and their copies stay held
@@ -87,16 +87,16 @@ class ArtifactCache:
         """``environment`` with the job's artifacts in it, each one here first."""
         pins = list(pins)
         try:
-            self._hold(job_id, [copy_name(p) for p in pins])
+            self.hold(job_id, [copy_name(p) for p in pins])
             places = await asyncio.gather(*(self._ensure(p) for p in pins))
             self._deploys += 1
             if self._deploys % PRUNE_EVERY == 0:  # ended jobs' holds go, even with no fetch
-                await asyncio.to_thread(self._evict, set(self._live_jobs()))
+                await asyncio.to_thread(self.evict, set(self.live_jobs()))
             return _environment(pins, places, environment)
         except OSError as err:  # this node's disk, not the artifact
             raise ArtifactError(f"cannot keep a copy on this node: {err}") from err
 
-    def _hold(self, job_id: int, copies: list[str]) -> None:
+    def hold(self, job_id: int, copies: list[str]) -> None:
         self.holds.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o711)  # the jobs' users reach their copies, not the list of them
         with open(self.holds / str(job_id), "a") as f:
@@ -138,7 +138,7 @@ class ArtifactCache:
                 part.unlink()
         self.fetches += 1
         self.fetched_bytes += size
-        await asyncio.to_thread(self._evict, set(self._live_jobs()))
+        await asyncio.to_thread(self.evict, set(self.live_jobs()))
         return place
 
     async def _download(self, sha256: str, part: Path) -> int:
@@ -157,7 +157,7 @@ class ArtifactCache:
             raise ArtifactError(f"the content received has sha256 {digest.hexdigest()}")
         return size
 
-    def _evict(self, live: set[int]) -> None:
+    def evict(self, live: set[int]) -> None:
         """Remove the least recently deployed copies no ``live`` job holds, while the
         cache is over its limit; forget the holds of jobs no longer live."""
         held: set[str] = set()
@@ -178,7 +178,7 @@ class ArtifactCache:
                 break
             if place.name in held:
                 continue
-            _remove(place)
+            remove_tree(place)
             total -= size
             log.info("artifact copy %s removed: the cache is over its limit", place.name[:12])
 
@@ -219,7 +219,7 @@ def _root_of(place: Path, name: str) -> tuple[Path, Path | None]:
             with contextlib.suppress(FileExistsError):
                 folder.mkdir(mode=0o755)
                 (folder / name).symlink_to("../../file")
-            _read_only(place / "by-name")
+            read_only(place / "by-name")
         return place / "file", folder
     tree = place / "tree"
     entries = list(tree.iterdir())
@@ -233,16 +233,16 @@ def _install(part: Path, place: Path, kind: str) -> Path:
     if (place / READY).exists():
         return place  # (another agent sharing the folder did it meanwhile)
     if place.exists():
-        _remove(place)  # a copy left half-made
+        remove_tree(place)  # a copy left half-made
     building = place.with_name(f".{place.name}.{secrets.token_hex(4)}.building")
     building.mkdir(mode=0o755)
     try:
         size = _unpack(part, building, kind)
         (building / READY).write_text(str(size))
-        _read_only(building)
+        read_only(building)
         os.rename(building, place)
     except BaseException:
-        _remove(building)
+        remove_tree(building)
         raise
     return place
 
@@ -307,7 +307,7 @@ def _unzip(archive: zipfile.ZipFile, into: Path) -> None:
             os.chmod(target, 0o755)  # noqa: S103 (as it was packed)
 
 
-def _read_only(top: Path) -> None:
+def read_only(top: Path) -> None:
     """Files and folders lose their write bits: a job cannot change what another runs."""
     for path in [*top.rglob("*"), top]:
         if path.is_symlink():
@@ -316,7 +316,7 @@ def _read_only(top: Path) -> None:
         path.chmod(stat.S_IMODE(mode) & ~0o222 | (0o555 if path.is_dir() else 0o444))
 
 
-def _remove(top: Path) -> None:
+def remove_tree(top: Path) -> None:
     for path in [top, *top.rglob("*")]:
         if path.is_dir() and not path.is_symlink():
             with contextlib.suppress(OSError):

@@ -50,6 +50,7 @@ from hal.agent.isolation import Isolation
 from hal.agent.launcher import ChildWatch, LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, build_step_plan
 from hal.agent.procfs import descendants
+from hal.agent.pyenvs import PythonEnvError, PythonEnvs, write_job_error
 from hal.agent.records import ExitOutcome, JobRecord, Phase
 from hal.agent.remains import end_remains
 from hal.agent.store import JobStore, StoredJob
@@ -100,6 +101,7 @@ class BatchShell:
         clock: Clock | None = None,
         cpus: CpuPool | None = None,
         artifacts: ArtifactCache | None = None,
+        pyenvs: PythonEnvs | None = None,
     ) -> None:
         self.node = node
         self.agent = agent  # the agent's cgroup name (its job markers)
@@ -111,6 +113,7 @@ class BatchShell:
         self.clock = clock or SystemClock()
         self.cpus = cpus or CpuPool()
         self.artifacts = artifacts
+        self.pyenvs = pyenvs  # the jobs' Python environments (--python-env)
         # known once the agent runs (``AgentShell.run`` sets them)
         self.isolation = Isolation("none")
         self.gpus = GpuInventory()
@@ -124,7 +127,8 @@ class BatchShell:
         """Carry out one of the machine's job commands; the events it observed at once."""
         match command:
             case SpawnJob():
-                if command.launch.artifacts:  # the job's artifacts first: they may download
+                launch = command.launch
+                if launch.artifacts or launch.python_env:  # first: they may take a while
                     self._work.put_nowait(partial(self._deploy_then_spawn, command))
                     return []
                 return self._spawn(command)
@@ -183,20 +187,35 @@ class BatchShell:
         """A failure is only logged: the step that needs them fails saying so."""
         assert self.artifacts is not None
         try:
-            await self.artifacts.deploy(prefetch.job_id, prefetch.artifacts, {})
+            if prefetch.artifacts:
+                await self.artifacts.deploy(prefetch.job_id, prefetch.artifacts, {})
+            if prefetch.python_env is not None and self.pyenvs is not None:
+                await self.pyenvs.activate(prefetch.job_id, prefetch.python_env, {})
         except Exception as err:
-            log.warning("job %d: artifacts not fetched ahead: %s", prefetch.job_id, err)
+            log.warning("job %d: not fetched ahead: %s", prefetch.job_id, err)
 
     async def _deploy_then_spawn(self, command: SpawnJob) -> None:
         launch = command.launch
-        assert self.artifacts is not None
+        env = launch.environment
+        what = "artifact"
         try:
-            env = await self.artifacts.deploy(launch.job_id, launch.artifacts, launch.environment)
+            if launch.artifacts:
+                assert self.artifacts is not None
+                env = await self.artifacts.deploy(launch.job_id, launch.artifacts, env)
+            if launch.python_env is not None:
+                what = "python-env"
+                if self.pyenvs is None:
+                    raise PythonEnvError("this agent does not build Python environments")
+                env = await self.pyenvs.activate(launch.job_id, launch.python_env, env)
         except Exception as err:  # whatever it was, the job fails saying so, never hangs
-            if not isinstance(err, ArtifactError | AgentChannelError):
-                log.exception("deploying job %d's artifacts", launch.job_id)
-            message = f"cannot launch job {launch.job_id} on {self.node}: artifact: {err}"
+            if not isinstance(err, ArtifactError | AgentChannelError | PythonEnvError):
+                log.exception("deploying job %d's %s", launch.job_id, what)
+            message = f"cannot launch job {launch.job_id} on {self.node}: {what}: {err}"
             log.error("%s", message)
+            if isinstance(err, PythonEnvError):  # its owner looks there first
+                await asyncio.to_thread(
+                    write_job_error, launch, self.node, str(err), self.unknown_users_as_agent
+                )
             self._feed(LaunchFailed(launch.job_id, launch.attempt, message, self.clock.now()))
             return
         job = self.jobs.get(launch.job_id)

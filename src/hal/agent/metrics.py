@@ -24,6 +24,9 @@ node's own view, worth scraping when the control plane's is in doubt:
 ``hal_agent_artifact_fetches_total``        counter  ``node``: artifacts fetched (docs/
                                                      user/artifacts.md); a copy here is none
 ``hal_agent_artifact_fetched_bytes_total``  counter  ``node``
+``hal_agent_python_env_builds_total``       counter  ``node``, ``result`` (built, failed):
+                                                     Python environments built here
+                                                     (docs/user/environments.md)
 ``hal_agent_last_sync_timestamp_seconds``   gauge    ``node``
 ``hal_agent_gpu_utilization_percent``       gauge    ``node``, ``gpu``: the percent of NVML's
                                                      last sample period a kernel ran
@@ -56,6 +59,7 @@ from prometheus_client.registry import Collector
 from hal import __version__
 from hal.agent.artifacts import ArtifactCache
 from hal.agent.gpuusage import DeviceGpu
+from hal.agent.pyenvs import PythonEnvs
 from hal.agent.records import JobRecord, Phase
 from hal.wire.agent import JobReport
 
@@ -103,8 +107,10 @@ class AgentCollector(Collector):
         gpus: Callable[[], list[DeviceGpu]] = list,
         gpu_problems: Callable[[], list[str] | None] = lambda: None,
         artifacts: ArtifactCache | None = None,
+        pyenvs: PythonEnvs | None = None,
     ) -> None:
         self.artifacts = artifacts
+        self.pyenvs = pyenvs
         self.node = node
         self.counters = counters
         self.jobs = jobs
@@ -189,6 +195,15 @@ class AgentCollector(Collector):
             counter = CounterMetricFamily(name, text, labels=["node"])
             counter.add_metric([node], value)
             yield counter
+        builds = CounterMetricFamily(
+            "hal_agent_python_env_builds",
+            "Python environments built here (one reused is none), by result.",
+            labels=["node", "result"],
+        )
+        envs = self.pyenvs
+        builds.add_metric([node, "built"], envs.builds if envs else 0)
+        builds.add_metric([node, "failed"], envs.failures if envs else 0)
+        yield builds
         last = GaugeMetricFamily(
             "hal_agent_last_sync_timestamp_seconds",
             "When a sync with the control plane last succeeded (0: never).",

@@ -84,6 +84,7 @@ from hal.agent.metrics import (
     agent_registry,
 )
 from hal.agent.procfs import node_load
+from hal.agent.pyenvs import PythonEnvs
 from hal.agent.state import AgentState, feed
 from hal.agent.stepevents import (
     StepInputArrived,
@@ -187,6 +188,8 @@ class AgentShell:
             config.artifact_cache_bytes,
             live_jobs=self._live_jobs,
         )
+        # the jobs' Python environments (docs/user/environments.md), in the same cache
+        self.pyenvs = PythonEnvs(self.artifacts)
         # the I/O halves of batch jobs and job steps, which carry out the machine's commands
         self.batch = BatchShell(
             config.node,
@@ -199,6 +202,7 @@ class AgentShell:
             clock=self.clock,
             cpus=self.cpus,
             artifacts=self.artifacts,
+            pyenvs=self.pyenvs,
         )
         self.steps = StepShell(
             config.node,
@@ -210,6 +214,7 @@ class AgentShell:
             clock=self.clock,
             cpus=self.cpus,
             artifacts=self.artifacts,
+            pyenvs=self.pyenvs,
         )
 
     # -- life ---------------------------------------------------------------------------
@@ -305,6 +310,7 @@ class AgentShell:
             gpus=sampler.devices if sampler is not None else list,
             gpu_problems=lambda: self.usage.gpu_problems,
             artifacts=self.artifacts,
+            pyenvs=self.pyenvs,
         )
         try:
             server = await start_metrics_server(listen, agent_registry(collector))

@@ -66,6 +66,7 @@ from hal.agent.isolation import Isolation, signal_procs
 from hal.agent.launcher import ChildWatch, LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user, task_inputs
 from hal.agent.procfs import Usage, processes_of, tree_rss_bytes
+from hal.agent.pyenvs import PythonEnvError, PythonEnvs
 from hal.agent.records import StepKey, StepPhase, step_key
 from hal.agent.step_input import (
     INPUT_WAKE,
@@ -205,6 +206,7 @@ class StepShell:
         isolation: Isolation | None = None,
         cpus: CpuPool | None = None,
         artifacts: ArtifactCache | None = None,
+        pyenvs: PythonEnvs | None = None,
     ) -> None:
         self.node = node
         self.agent = agent
@@ -217,6 +219,7 @@ class StepShell:
         self.isolation = isolation or Isolation("none")
         self.gpus = GpuInventory()  # the node's (its device minors: device isolation)
         self.artifacts = artifacts  # the jobs' artifacts, deployed before a step starts
+        self.pyenvs = pyenvs  # and their Python environments, activated in its tasks
         # the host CPUs jobs are bound to (the agent's pool, shared with batch scripts)
         self.cpus = cpus or CpuPool()
         # the agent's launcher (``AgentShell.run`` sets it); else one of its own, started
@@ -384,10 +387,19 @@ class StepShell:
             pins = launch.launch.artifacts
             if pins and self.artifacts is not None:
                 env = await self.artifacts.deploy(launch.job_id, pins, env)
+            wanted = launch.launch.python_env
+            if wanted is not None and self.pyenvs is not None:
+                env = await self.pyenvs.activate(launch.job_id, wanted, env)
         except Exception as err:  # whatever it was, the step fails saying so, never hangs
-            if not isinstance(err, LaunchError | ArtifactError | AgentChannelError):
+            if not isinstance(
+                err, LaunchError | ArtifactError | AgentChannelError | PythonEnvError
+            ):
                 log.exception("starting step %d.%d", launch.job_id, launch.step_id)
-            why = f"artifact: {err}" if not isinstance(err, LaunchError) else str(err)
+            why = str(err)
+            if isinstance(err, PythonEnvError):
+                why = f"python-env: {err}"
+            elif not isinstance(err, LaunchError):
+                why = f"artifact: {err}"
             self._feed(StepLaunchFailed(key, why, self.clock.now()))
             return
         job = (launch.job_id, launch.launch.attempt)

@@ -18,6 +18,7 @@ from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.patience import parse_patience
 from hal.core.preemption import PreemptionPolicy
+from hal.core.pyenv import PythonEnv, make_python_env
 from hal.core.states import JobState, PartitionState
 from hal.core.suspension import suspended_seconds
 from hal.slurm.filenames import FilenameFields, output_paths
@@ -37,7 +38,7 @@ from hal.state import agents, preempt
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.job_changes import PLACEMENT_NOTE
-from hal.state.node_flags import last_contact, node_state_flags
+from hal.state.node_flags import last_contact, node_state_flags, power_display
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
@@ -175,6 +176,7 @@ class _Inputs(TypedDict):
     open_mode: str
     data: tuple[str, ...]
     artifacts: tuple[ArtifactRef, ...]
+    python_env: PythonEnv | None
 
 
 class _Accounting(TypedDict):
@@ -342,6 +344,7 @@ def _inputs(req: JobSubmit, datasets: Mapping[str, tuple[str, ...]]) -> _Inputs:
         open_mode=req.open_mode or "",
         data=data,
         artifacts=artifacts,
+        python_env=make_python_env(req.python_env) if req.python_env else None,
     )
 
 
@@ -500,6 +503,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         placement=job.extra.get(PLACEMENT_NOTE),
         data=list(spec.data),
         artifacts=[f"{a}" for a in spec.artifacts],
+        python_env=f"{spec.python_env.kind}:{spec.python_env.sha256}" if spec.python_env else None,
         near=[str(r) for r in spec.near],
         apart=[str(r) for r in spec.apart],
         feedback_goal=format_goals(spec.feedback_goals),
@@ -547,6 +551,7 @@ def node_info(node: Node, cluster: Cluster, cloud: CloudNodes | None = None) -> 
     partitions = [p.name for p in cluster.partitions.values() if p.contains(node.name)]
     session = cluster.agent_sessions.get(node.name)
     display, flags = cluster.node_display_state(node), node_state_flags(cluster, node)
+    display = power_display(cluster, node, display)
     if cloud is not None:
         display, flags = cloud.registered(node, display, flags)
     return NodeInfo(

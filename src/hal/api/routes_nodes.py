@@ -17,6 +17,8 @@ from hal.api.convert import node_info, partition_info, topology_info
 from hal.api.deps import admin_dep, caller_dep, services_dep
 from hal.core.errors import Conflict, InvalidRequest, NotFound
 from hal.core.job import licenses_held
+from hal.core.node import Node
+from hal.core.power import phase_of
 from hal.server.auth import new_token, token_hash
 from hal.server.priority import weights_info
 from hal.server.services import Services
@@ -70,8 +72,25 @@ async def update_node(
             "autoscaler makes it when a job needs it): HAL sets the state of joined nodes "
             "only; drain it once it shows in `hal nodes` without ~ or #"
         )
-    node = await agents.set_node_state(ctx.cluster, name, body.state, body.reason, user=admin.name)
+    node = await _set_state(ctx, name, body, admin.name)
     return node_info(node, ctx.cluster, cloud)
+
+
+async def _set_state(ctx: Services, name: str, body: NodeUpdate, user: str) -> Node:
+    """The operator's state; POWER_DOWN and POWER_UP (and RESUME of a sleeping node) go
+    to power saving (``hal.server.power``)."""
+    power = ctx.power
+    node = ctx.cluster.nodes.get(name)
+    # (without [power] any more, a sleeping node is resumed as any drained one)
+    asleep = node is not None and phase_of(node) is not None
+    woken = body.state in ("RESUME", "UP") and asleep and power is not None and power.config.enabled
+    if body.state in ("POWER_DOWN", "POWER_UP") or woken:
+        if power is None:
+            raise InvalidRequest("this server has no power saving", field="state")
+        if body.state == "POWER_DOWN":
+            return await power.power_down(name, user)
+        return await power.power_up(name, user)
+    return await agents.set_node_state(ctx.cluster, name, body.state, body.reason, user=user)
 
 
 @router.get("/partitions", response_model=PartitionList)

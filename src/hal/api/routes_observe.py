@@ -45,7 +45,7 @@ from hal.server.observe.plane import ObservePlane
 from hal.server.observe.rpc_stats import CountRequests
 from hal.server.services import Services
 from hal.state.cluster import Caller
-from hal.state.node_flags import node_state_flags
+from hal.state.node_flags import node_state_flags, power_display
 from hal.wire.diag import SchedulerDiag
 from hal.wire.output import OutputPoll, OutputReads
 
@@ -119,7 +119,7 @@ async def overview(plane: Plane, ctx: Ctx, _caller: Who) -> dict[str, Any]:
         node = c.nodes[name]
         used = c.usage.get(name)
         a = used.allocated if used else None
-        display = c.node_display_state(node)
+        display = power_display(c, node, c.node_display_state(node))
         states[display] = states.get(display, 0) + 1
         session = c.agent_sessions.get(name)
         seen = max(node.last_heartbeat, session.last_seen if session else 0.0)

@@ -37,6 +37,7 @@ from hal.core.errors import HalError
 log = logging.getLogger("hal.cache.app")
 MAX_BODY = 64 * 1024 * 1024
 JSON_HEADERS = [(b"content-type", b"application/json")]
+STALE_PER_HEARTBEAT = 1000  # stale keys named per heartbeat answer (the rest follow)
 CONTRACT = Path(__file__).resolve().parent / "spec" / "cache-control-plane.openapi.yaml"
 
 Params = dict[str, str]
@@ -298,7 +299,13 @@ async def heartbeat(cp: CacheControlPlane, p: Params, _q: Query, body: bytes) ->
     hit_rate, healthy, hal_stats = wire.heartbeat_request(wire.parse_body(body))
     next_ms = cp.directory.heartbeat(instance_id, hit_rate, healthy, hal_stats)
     await cp.committer.commit()
-    return 200, {"acknowledged": True, "nextHeartbeatMs": next_ms}
+    out: dict[str, Any] = {"acknowledged": True, "nextHeartbeatMs": next_ms}
+    # HAL's extension (the contract's body leaves its properties open): the node's copies
+    # that an origin write elsewhere made stale, so it stops serving them from local hits
+    stale = cp.directory.content.stale_keys(instance_id, STALE_PER_HEARTBEAT)
+    if stale:
+        out["halStale"] = stale
+    return 200, out
 
 
 async def deregister(cp: CacheControlPlane, p: Params, _q: Query, _b: bytes) -> tuple[int, Any]:
@@ -310,7 +317,13 @@ async def deregister(cp: CacheControlPlane, p: Params, _q: Query, _b: bytes) -> 
 async def locate(cp: CacheControlPlane, p: Params, q: Query, _b: bytes) -> tuple[int, Any]:
     key = p["key"]
     holders = cp.directory.locate(key, q.get("sourceInstanceId") or None)
-    return 200, {"key": key, "instances": [wire.holder_json(h) for h in holders]}
+    out: dict[str, Any] = {"key": key, "instances": [wire.holder_json(h) for h in holders]}
+    # HAL's extension: the instances whose copies are stale (never offered in
+    # ``instances``), so a node not listed can tell "stale here" from "the map lags"
+    stale = cp.directory.content.stale_holders(key)
+    if stale:
+        out["halStale"] = stale
+    return 200, out
 
 
 async def nearest(cp: CacheControlPlane, p: Params, q: Query, _b: bytes) -> tuple[int, Any]:

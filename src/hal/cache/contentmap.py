@@ -9,7 +9,9 @@ another instance *pulled* earlier (by event time) stale; origin holders are neve
 A stale copy is hidden from locate/nearest until its instance reports a fresh pull (an
 add with a source that is not itself stale). An inventory re-sync only adds keys and
 refreshes sizes; it never clears the mark, because a node cannot know that its copy was
-overwritten elsewhere.
+overwritten elsewhere. ``stale_keys`` indexes the marks per instance: the control plane
+tells each node its stale copies (``halStale`` on heartbeat and locate answers), and the
+node drops them instead of serving them from its local hits.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class ContentMap:
         self.by_key: dict[str, dict[str, Entry]] = {}
         self.by_instance: dict[str, dict[str, Entry]] = {}
         self._bytes: dict[str, int] = {}
+        self._stale: dict[str, set[str]] = {}  # instance -> its keys marked stale
         # sorted key lists for paging, rebuilt lazily after an instance's key set changes
         self._sorted: dict[str, list[str]] = {}
 
@@ -45,6 +48,24 @@ class ContentMap:
 
     def holders(self, key: str) -> dict[str, Entry]:
         return self.by_key.get(key, {})
+
+    def stale_keys(self, instance_id: str, limit: int) -> list[str]:
+        """Up to ``limit`` keys whose copy at ``instance_id`` is stale."""
+        keys = self._stale.get(instance_id)
+        return sorted(keys)[:limit] if keys else []
+
+    def stale_holders(self, key: str) -> list[str]:
+        return sorted(iid for iid, e in self.holders(key).items() if e.stale)
+
+    def _mark(self, instance_id: str, key: str, stale: bool) -> None:
+        if stale:
+            self._stale.setdefault(instance_id, set()).add(key)
+            return
+        keys = self._stale.get(instance_id)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._stale[instance_id]
 
     def key_count(self, instance_id: str) -> int:
         return len(self.by_instance.get(instance_id, {}))
@@ -77,6 +98,7 @@ class ContentMap:
         per_inst[key] = entry
         self.by_key.setdefault(key, {})[instance_id] = entry
         self._bytes[instance_id] = self._bytes.get(instance_id, 0) + entry.size
+        self._mark(instance_id, key, entry.stale)
 
     def remove(self, instance_id: str, key: str) -> bool:
         per_inst = self.by_instance.get(instance_id)
@@ -85,6 +107,7 @@ class ContentMap:
         old = per_inst.pop(key)
         self._bytes[instance_id] -= old.size
         self._sorted.pop(instance_id, None)
+        self._mark(instance_id, key, False)
         holders = self.by_key[key]
         del holders[instance_id]
         if not holders:
@@ -100,6 +123,7 @@ class ContentMap:
                 del self.by_key[key]
         self._bytes.pop(instance_id, None)
         self._sorted.pop(instance_id, None)
+        self._stale.pop(instance_id, None)
         return len(keys)
 
     def record_write(
@@ -121,6 +145,7 @@ class ContentMap:
                     and (entry.last_accessed is None or entry.last_accessed < now)
                 ):
                     entry.stale = True
+                    self._mark(other, key, True)
                     changes.append((other, key, entry))
             entry = Entry(size=size, origin=True, stale=False, last_accessed=now)
         else:
@@ -136,7 +161,9 @@ class ContentMap:
     def inventory(
         self, instance_id: str, keys: list[tuple[str, int, float | None]], full: bool
     ) -> tuple[int, int, int, list[Change]]:
-        """Apply an inventory; returns (updated, added, removed, changes)."""
+        """Apply an inventory; returns (updated, added, removed, changes). ``updated``
+        counts every key processed (each distinct key listed), as the contract's examples
+        do; ``added`` those of them the map did not have."""
         current = self.by_instance.get(instance_id, {})
         updated = added = removed = 0
         changes: list[Change] = []
@@ -156,7 +183,7 @@ class ContentMap:
                     stale=old.stale,
                     last_accessed=accessed if accessed is not None else old.last_accessed,
                 )
-                updated += 1
+            updated += 1
             self.put(instance_id, key, entry)
             changes.append((instance_id, key, entry))
         if full:

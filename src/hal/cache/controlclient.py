@@ -99,9 +99,11 @@ class ControlPlaneClient:
     async def deregister(self) -> None:
         await self._call("DELETE", f"/instances/{self.instance_id}/deregister", limit_s=1.0)
 
-    async def heartbeat(self, body: dict[str, Any]) -> int:
+    async def heartbeat(self, body: dict[str, Any]) -> tuple[int, list[str]]:
+        """The interval asked for, and the keys whose copies here are stale (``halStale``,
+        HAL's extension; a control plane without it sends none)."""
         answer = await self._call("POST", f"/instances/{self.instance_id}/heartbeat", json=body)
-        return int(answer.get("nextHeartbeatMs") or 2000)
+        return int(answer.get("nextHeartbeatMs") or 2000), _strings(answer.get("halStale"))
 
     async def post_batch(self, events: list[dict[str, Any]]) -> bool:
         """False: the control plane does not know this instance and applied nothing."""
@@ -155,12 +157,28 @@ class ControlPlaneClient:
         return index
 
     async def locate(self, key: bytes, limit_s: float) -> list[dict[str, Any]]:
+        return (await self.locate_all(key, limit_s))[0]
+
+    async def locate_all(
+        self, key: bytes, limit_s: float
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """Fresh holders, nearest first, and the instances whose copies are stale
+        (``halStale``, HAL's extension)."""
         path = "/content/locate/" + quote(key, safe="")
         body = await self._call(
             "GET", path, params={"sourceInstanceId": self.instance_id}, limit_s=limit_s
         )
         instances: list[dict[str, Any]] = body.get("instances", [])
-        return instances
+        return instances, _strings(body.get("halStale"))
+
+    async def post_keys(self, keys: list[dict[str, Any]]) -> None:
+        """A ``partial`` inventory: adds or refreshes these keys, changes no stale mark."""
+        path = f"/content/instances/{self.instance_id}/keys"
+        await self._call("POST", path, json={"mode": "partial", "keys": keys}, limit_s=10.0)
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _encode(body: Any) -> bytes:

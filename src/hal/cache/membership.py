@@ -62,8 +62,10 @@ class Membership:
         stats: Callable[[], dict[str, Any]],
         on_forgotten: Callable[[], None],
         reconcile_every_s: float = 30.0,
+        on_stale: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.client = client
+        self.on_stale = on_stale  # the keys whose copies here the control plane calls stale
         self.reg = reg
         self.state_file = (state_dir / f"{client.instance_id}.json") if state_dir else None
         self.stats = stats
@@ -154,7 +156,9 @@ class Membership:
                 if not joined or not self.chain_complete:
                     await self.join()
                     joined = True
-                ms = await self.client.heartbeat(self.stats())
+                ms, stale = await self.client.heartbeat(self.stats())
+                if stale and self.on_stale is not None:
+                    self.on_stale(stale)
                 self.interval_s = max(0.05, ms / 1000)
                 if not self.cp_ok:
                     # back after an outage: it may have lost state, so resend everything

@@ -14,6 +14,13 @@ fan-in), peers (with peer sourcing) by a local-only read. With no candidate, the
 plane down, or every candidate failing, the node falls back to its parent chain, bypassing
 dead parents. A miss at the root is nil. Concurrent misses for one key share one pull.
 
+Freshness: a copy written here (the origin) is always served. A pulled copy the map does
+not list is either stale or unknown to a lagging map; the control plane's ``halStale``
+(on locate answers and heartbeats) tells them apart: a stale copy is dropped and fetched
+again, a copy the map merely lacks is served and reported again (a resync) so the map
+catches up. Heartbeats name the stale copies held here, which are dropped even when no
+read asks the control plane (local hits never do).
+
 Writes: stored, then reported; the client's ``OK`` waits for the control plane's 202 for at
 most ``ack_wait_s`` (not at all while it is known to be down), after which the event stays
 queued and is delivered in order later.
@@ -168,7 +175,12 @@ class CacheNode:
         self.store = ValueStore(clock, settings.max_bytes, settings.policy)
         self.cp = ControlPlaneClient(settings.control_plane_url, self.id)
         self.reporter = EventReporter(
-            self.cp, self.inventory, clock, self._rejoin, settings.inventory_part_keys
+            self.cp,
+            self.inventory,
+            clock,
+            self._rejoin,
+            settings.inventory_part_keys,
+            self.inventory_of,
         )
         address = settings.advertise_address or f"{settings.listen_host}:{settings.listen_port}"
         link = {k: v for k, v in settings.metadata.items() if v is not None}
@@ -186,6 +198,7 @@ class CacheNode:
             self.heartbeat_stats,
             self.reporter.request_inventory,
             settings.reconcile_every_s,
+            self.drop_stale,
         )
         self.peers = PeerFetcher()
         self.stats = NodeStats()
@@ -369,10 +382,13 @@ class CacheNode:
                 await asyncio.wait_for(self.membership.join(), max(0.05, deadline - started))
         ancestors = self.membership.ancestor_ids
         fresh: list[str] | None = None
+        stale: list[str] = []
         candidates: list[str] = []
         if not self.reporter.down:
             try:
-                holders = await self.cp.locate(key, min(1.0, max(0.05, deadline - started)))
+                holders, stale = await self.cp.locate_all(
+                    key, min(1.0, max(0.05, deadline - started))
+                )
                 fresh = [str(h.get("instanceId")) for h in holders]
                 for h in holders:
                     iid = str(h.get("instanceId"))
@@ -382,6 +398,9 @@ class CacheNode:
                         candidates.append(iid)
             except (ControlPlaneDown, ControlPlaneRejected) as err:
                 log.debug("locate failed, using the parent chain: %s", err)
+        own = self._own_copy(key, fresh, stale, last_resort=False)
+        if own is not None:
+            return own
         found: tuple[bytes, int, str] | None = None
         tried_chain = False
         for iid in candidates:
@@ -397,7 +416,8 @@ class CacheNode:
         if found is None and not tried_chain:
             found = await self._pull_chain(key, deadline, hops, fresh)
         if found is None:
-            return None
+            # nothing upstream: a copy here that nothing calls stale is the freshest there is
+            return self._own_copy(key, fresh, stale, last_resort=True)
         value, pttl, source = found
         self.stats.pulled("parent" if source in ancestors else "peer", len(value))
         if pttl != 0:
@@ -408,10 +428,51 @@ class CacheNode:
                 await self.reporter.wait(seq, self.settings.ack_wait_s)
         return found
 
+    def _own_copy(
+        self, key: bytes, fresh: list[str] | None, stale: list[str], last_resort: bool
+    ) -> tuple[bytes, int, str] | None:
+        """The copy held here, to pass on to a child whose map did not list us, unless
+        it may be stale. ``fresh``/``stale``: our own locate's answer (None: it failed).
+        Served at once: our own write (an origin copy is never stale), a copy the map lists
+        as fresh, or one it does not list while it lists no holder at all (it lost them).
+        With other fresh holders listed (or no answer), ours may predate their write: the
+        caller pulls first, and serves ours only as the ``last_resort``, when nothing came.
+        A copy the map calls stale is dropped."""
+        item = self.store.get(key)
+        if item is None:
+            return None
+        if self.id in stale:
+            self.store.delete(key)
+            self.reporter.report("key_evicted", key)
+            return None
+        listed = fresh is not None and self.id in fresh
+        if not (last_resort or listed or not item.pulled or fresh == []):
+            return None
+        if fresh is not None and not listed:
+            self.reporter.resync(key)  # the map lost or has not yet heard of our copy
+        return item.value, self.store.pttl(item), self.id
+
+    def drop_stale(self, keys: list[str]) -> None:
+        """The control plane's list of copies here that an origin write made stale."""
+        for name in keys:
+            key = name.encode("utf-8", "surrogateescape")
+            item = self.store.get(key)
+            if item is not None and item.pulled:
+                self.store.delete(key)
+                self.reporter.report("key_evicted", key)
+
+    def inventory_of(self, keys: list[bytes]) -> list[dict[str, Any]]:
+        out = []
+        for key in keys:
+            item = self.store.get(key)
+            if item is not None:
+                out.append({"key": key.decode("utf-8", "surrogateescape"), "size": len(item.value)})
+        return out
+
     def _keep(self, key: bytes, value: bytes, pttl: int, source: str, took_ms: float) -> int:
         deadline = None if pttl < 0 else self.clock() + pttl / 1000
         try:
-            _, evicted = self.store.set(key, value, deadline)
+            _, evicted = self.store.set(key, value, deadline, pulled=True)
         except OutOfMemory as err:
             # the reader still gets the value; it just is not cached here
             self._report_evicted(err.evicted)
@@ -494,14 +555,20 @@ class CacheNode:
             return None
         budget_ms, hops, known = int(args[2]), int(args[3]), args[4] == b"1"
         fresh = [a.decode(errors="replace") for a in args[5:]]
-        if item is not None and (not known or self.id in fresh):
+        if item is not None and (not known or self.id in fresh or not item.pulled):
+            # an origin copy is never stale: serve it even when the map does not list it
+            if known and self.id not in fresh:
+                self.reporter.resync(key)
             stats.hits += 1
             return self.served(item.value), self.store.pttl(item)
         if hops > MAX_HOPS:
             return None
-        stats.misses += 1
         loop = asyncio.get_running_loop()
         found = await self.pull(key, loop.time() + budget_ms / 1000, hops, fresh)
+        if found is not None and found[2] == self.id:
+            stats.hits += 1  # our own copy after all (the map lagged)
+        else:
+            stats.misses += 1
         if found is None:
             stats.not_found += 1
             return None

@@ -12,6 +12,11 @@ overtaken by an older event, and one sent in several parts (a big node) is not i
 with newer ones either: they wait until its last part is in. A batch answered
 ``accepted: false`` (the control plane does not know this node: it applied nothing) makes
 the node register again and resend it.
+
+A node that finds the map lacking a copy it holds (it served that copy to a reader the map
+did not send to it) asks for a *resync* of that key: a ``partial`` inventory of the keys
+asked for, sent like an inventory (after every older event), describing them as they are
+held at sending time, so a key deleted meanwhile is not brought back.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ MAX_BATCH = 10_000
 MAX_BUFFER = 1_000_000
 
 Inventory = Callable[[], list[dict[str, Any]]]
+Lookup = Callable[[list[bytes]], list[dict[str, Any]]]
 
 
 class EventReporter:
@@ -46,9 +52,12 @@ class EventReporter:
         now: Callable[[], float],
         on_unknown: Callable[[], Awaitable[None]],
         inventory_part_keys: int = INVENTORY_PART_KEYS,
+        lookup: Lookup | None = None,
     ) -> None:
         self.client = client
         self.inventory = inventory
+        self.lookup = lookup  # the inventory entries of the keys given, those still held
+        self.resync_keys: dict[bytes, None] = {}
         self.inventory_part_keys = inventory_part_keys
         self.now = now
         self.on_unknown = on_unknown
@@ -93,6 +102,12 @@ class EventReporter:
         self._wake.set()
         return self.queued_seq
 
+    def resync(self, key: bytes) -> None:
+        """Tell the control plane (again) that this node holds ``key``."""
+        if self.lookup is not None and key not in self.resync_keys:
+            self.resync_keys[key] = None
+            self._wake.set()
+
     def request_inventory(self) -> None:
         self.inventory_wanted = True
         self._wake.set()
@@ -116,7 +131,7 @@ class EventReporter:
     async def run(self) -> None:
         backoff = 0.1
         while True:
-            if not self.buffer and not self.inventory_wanted:
+            if not self.buffer and not self.inventory_wanted and not self.resync_keys:
                 self._wake.clear()
                 await self._wake.wait()
             try:
@@ -156,6 +171,7 @@ class EventReporter:
             self._mark_delivered(batch[-1][0])
             return
         if self.inventory_wanted:
+            self.resync_keys.clear()  # the full inventory lists them
             self.inventory_wanted = False
             try:
                 keys = self.inventory()
@@ -170,6 +186,21 @@ class EventReporter:
                     log.error("control plane rejected the inventory: %s", err)
             except ControlPlaneDown:
                 self.inventory_wanted = True
+                raise
+            return
+        if self.resync_keys and self.lookup is not None:
+            asked = list(self.resync_keys)
+            self.resync_keys.clear()
+            held = self.lookup(asked)
+            if not held:
+                return
+            try:
+                await self.client.post_keys(held)
+            except ControlPlaneRejected as err:
+                log.error("control plane rejected a resync of %d keys: %s", len(held), err)
+                self.inventory_wanted = True  # the full inventory repairs it (404 included)
+            except ControlPlaneDown:
+                self.resync_keys.update(dict.fromkeys(asked))
                 raise
 
     def _mark_delivered(self, seq: int) -> None:

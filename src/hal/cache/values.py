@@ -45,6 +45,7 @@ class OutOfMemory(Exception):
 class Item:
     value: bytes
     deadline: float | None = None
+    pulled: bool = False  # a copy taken from another node (else written here: the origin)
 
 
 def cost(key: bytes, value: bytes) -> int:
@@ -86,7 +87,9 @@ class ValueStore:
 
     # -- writes --------------------------------------------------------------------------
 
-    def set(self, key: bytes, value: bytes, deadline: float | None) -> tuple[bool, list[bytes]]:
+    def set(
+        self, key: bytes, value: bytes, deadline: float | None, pulled: bool = False
+    ) -> tuple[bool, list[bytes]]:
         """Store; returns (was_new, keys evicted to make room). Raises ``OutOfMemory``."""
         old = self.items.get(key)
         if old is not None and old.deadline is not None and old.deadline <= self.now():
@@ -96,7 +99,7 @@ class ValueStore:
         previous = self.items.pop(key, None)
         if previous is not None:
             self.used -= cost(key, previous.value)
-        self.items[key] = Item(value, deadline)
+        self.items[key] = Item(value, deadline, pulled)
         self.used += cost(key, value)
         if deadline is not None:
             self._push_deadline(deadline, key)

@@ -73,11 +73,13 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
         sim,
     )
     from hal.bench import data as data_bench
+    from hal.bench import envs as envs_bench
     from hal.bench import htc as htc_bench
 
     agent_traffic.add_commands(bsub)
     cloud.add_commands(bsub)
     data_bench.add_commands(bsub)
+    envs_bench.add_commands(bsub)
     sim.add_commands(bsub)
     predict.add_commands(bsub)
     replay_cost.add_commands(bsub)

@@ -57,6 +57,9 @@ def _nodes(g: CloudGroupInfo, now: float) -> list[str]:
     lines.append(f"\n{g.name}: {facts} (since the server started)")
     if g.retiring:
         lines.append(f"{g.name}: taken out of [cloud]; its nodes go as their jobs end")
+    if not g.healthy:
+        since = _age(now - g.unhealthy_since) if g.unhealthy_since is not None else "?"
+        lines.append(f"{g.name}: UNHEALTHY for {since}: its provider fails or does not answer")
     if g.resting_until is not None:
         lines.append(f"{g.name}: resting for {_age(g.resting_until - now)}")
     if g.last_error:

@@ -148,8 +148,8 @@ def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--artifact-cache",
         default=None,
         metavar="SIZE",
-        help="keep this node's copies of artifacts within SIZE, e.g. 20G (default 10G); "
-        "copies a running job holds are never removed",
+        help="keep this node's copies of artifacts and its Python environments within "
+        "SIZE, e.g. 20G (default 10G); those a running job holds are never removed",
     )
     ag.add_argument(
         "--gpu-type",

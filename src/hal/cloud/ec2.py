@@ -4,7 +4,18 @@ Each instance carries the tags ``hal:cluster``, ``hal:group``, ``hal:node`` and 
 listing filters on them, so the tags are the only record (a restarted server finds its
 instances by listing). The instance's user data is a shell script that starts
 ``hal agent`` joining as the node's name (``DEFAULT_USER_DATA``, or the group's
-``user_data`` template). Credentials come from boto3's usual chain (environment
+``user_data`` template).
+
+A spot group (``market = "spot"``) asks for one-time spot instances that EC2 terminates
+when it takes them back, at most ``max_price`` an hour where the group sets one; its
+instances carry the tag ``hal:market`` and are listed with ``market="spot"``. Its
+price is read from EC2's spot price history (``prices``); an on-demand group's is the
+configured one.
+
+``create`` lists first and gives back the instance a name already has, so a create
+retried after its answer was lost launches nothing new; a ``RunInstances`` that failed
+is retried with the same ``ClientToken``, so one EC2 started without answering is not
+started twice. Credentials come from boto3's usual chain (environment
 variables, ``~/.aws``, an instance role); each provider has its own boto3 session, so
 nothing is shared between providers or with other code.
 
@@ -18,16 +29,28 @@ from __future__ import annotations
 import contextlib
 import logging
 import shlex
+import time
+import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, cast
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from hal.cloud.provider import PENDING, RUNNING, STOPPING, Instance, Launch, ProviderError
+from hal.cloud.provider import (
+    PENDING,
+    RUNNING,
+    STOPPING,
+    CapacityError,
+    Instance,
+    Launch,
+    Price,
+    ProviderError,
+)
 from hal.core.errors import InvalidRequest, did_you_mean
-from hal.core.node_groups import NodeGroup
+from hal.core.node_groups import ON_DEMAND, SPOT, NodeGroup
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -62,6 +85,19 @@ PLACEHOLDERS = (
 )
 # states of instances not yet gone; "terminated" ones are gone
 LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
+# EC2's answers that it has no machines for the request now (or none at the spot
+# price): another group may have some
+CAPACITY_CODES = (
+    "InsufficientInstanceCapacity",
+    "InsufficientHostCapacity",
+    "InsufficientCapacity",
+    "InstanceLimitExceeded",
+    "VcpuLimitExceeded",
+    "MaxSpotInstanceCountExceeded",
+    "SpotMaxPriceTooLow",
+    "InsufficientFreeAddressesInSubnet",
+)
+SPOT_HISTORY_S = 6 * 3600.0  # how far back the spot price history is read
 
 DEFAULT_USER_DATA = """\
 #!/bin/sh
@@ -106,23 +142,90 @@ class Ec2Provider:
             endpoint_url=self.settings.get("endpoint_url") or None,
             config=config,
         )
+        # node → the ClientToken of its RunInstances that failed: the next try sends it
+        # again, so an instance EC2 started without answering is given back, not doubled
+        self._tokens: dict[str, str] = {}
 
     def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
-        """One ``RunInstances`` per name. A failure stops the rest (capacity or quota
-        would refuse them too): the instances already started are returned and the
-        failure logged; it is raised only when none started."""
+        """One ``RunInstances`` per name (a name with an instance already gets that one
+        back). A failure stops the rest (capacity or quota would refuse them too): the
+        instances already started are returned and the failure logged; it is raised
+        only when none started."""
+        if not names:
+            return []
+        have = {i.node: i for i in self.instances() if i.state != STOPPING}
         started: list[Instance] = []
         for name in names:
+            if name in have:
+                started.append(have[name])
+                self._tokens.pop(name, None)  # (a failed call's instance, found)
+                continue
+            token = self._tokens.setdefault(name, f"hal-{uuid.uuid4().hex}")
+            request = self._request(name, launch)
+            request["ClientToken"] = token
             try:
-                reply = self.client.run_instances(**self._request(name, launch))
+                reply = self.client.run_instances(**request)
             except (ClientError, BotoCoreError) as err:
                 error = _provider_error(f"{self._where}: could not start node {name}", err)
                 if not started:
                     raise error from err
                 log.warning("%s; %d of %d started", error, len(started), len(names))
                 break
+            del self._tokens[name]
             started += [self._instance(i) for i in reply["Instances"]]
         return started
+
+    def prices(self) -> list[Price]:
+        """A spot group's price: the latest of EC2's spot price history for the
+        instance type, in the subnet's zone where the group names a subnet, else the
+        cheapest zone's. An on-demand group's: its configured ``price_per_hour``."""
+        if self.group.market != SPOT:
+            return [Price(self.group.name, self.group.price_per_hour, "config", time.time())]
+        zone = self._zone()
+        now = datetime.now(UTC)
+        latest: dict[str, tuple[datetime, float]] = {}
+        try:
+            pages = self.client.get_paginator("describe_spot_price_history").paginate(
+                InstanceTypes=[cast("InstanceTypeType", self.settings["instance_type"])],
+                ProductDescriptions=["Linux/UNIX"],
+                StartTime=now - timedelta(seconds=SPOT_HISTORY_S),
+                EndTime=now,
+                Filters=[{"Name": "availability-zone", "Values": [zone]}] if zone else [],
+            )
+            for page in pages:
+                for entry in page["SpotPriceHistory"]:
+                    where, when = entry.get("AvailabilityZone", ""), entry.get("Timestamp")
+                    if when is None or "SpotPrice" not in entry:
+                        continue
+                    if where not in latest or when > latest[where][0]:
+                        latest[where] = (when, float(entry["SpotPrice"]))
+        except (ClientError, BotoCoreError, ValueError) as err:
+            raise _provider_error(f"{self._where}: could not read the spot prices", err) from err
+        if not latest:
+            raise ProviderError(
+                f"{self._where}: EC2 has no spot price for {self.settings['instance_type']}"
+                f"{' in ' + zone if zone else ''} (is the type offered there?)"
+            )
+        where, (when, price) = min(latest.items(), key=lambda kv: (kv[1][1], kv[0]))
+        return [
+            Price(
+                self.group.name,
+                price,
+                f"ec2 spot price history ({where})",
+                when.timestamp(),
+            )
+        ]
+
+    def _zone(self) -> str:
+        """The availability zone of the group's subnet ("" without one)."""
+        subnet = self.settings.get("subnet_id", "")
+        if not subnet:
+            return ""
+        try:
+            reply = self.client.describe_subnets(SubnetIds=[subnet])
+        except (ClientError, BotoCoreError) as err:
+            raise _provider_error(f"{self._where}: could not read subnet {subnet}", err) from err
+        return str(reply["Subnets"][0].get("AvailabilityZone", ""))
 
     def instances(self) -> list[Instance]:
         """The group's instances of this cluster, from their tags."""
@@ -166,6 +269,8 @@ class Ec2Provider:
 
     def _request(self, name: str, launch: Launch) -> RunInstancesRequestTypeDef:
         tags = {"hal:cluster": self.cluster, "hal:group": self.group.name, "hal:node": name}
+        if self.group.market == SPOT:
+            tags["hal:market"] = SPOT
         request: RunInstancesRequestTypeDef = {
             "ImageId": self.settings["image_id"],
             # any name: EC2 judges it (the stubs list only the types known when built)
@@ -190,6 +295,19 @@ class Ec2Provider:
             request["KeyName"] = settings["key_name"]
         if settings.get("iam_instance_profile"):
             request["IamInstanceProfile"] = {"Name": settings["iam_instance_profile"]}
+        if self.group.market == SPOT:
+            # one-time, terminated when taken back: HAL requeues the jobs, and makes
+            # another node when they still wait
+            request["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {
+                    "SpotInstanceType": "one-time",
+                    "InstanceInterruptionBehavior": "terminate",
+                },
+            }
+            if self.group.max_price > 0:
+                spot = request["InstanceMarketOptions"]["SpotOptions"]
+                spot["MaxPrice"] = f"{self.group.max_price:.6f}".rstrip("0").rstrip(".")
         return request
 
     def render(self, name: str, launch: Launch) -> str:
@@ -206,6 +324,7 @@ class Ec2Provider:
             group=tags.get("hal:group", self.group.name),
             state=PENDING if state == "pending" else RUNNING if state == "running" else STOPPING,
             created_at=launched.timestamp() if launched is not None else 0.0,
+            market=SPOT if raw.get("InstanceLifecycle") == "spot" else ON_DEMAND,
         )
 
 
@@ -269,7 +388,8 @@ def _provider_error(what: str, err: Exception) -> ProviderError:
     """The AWS code and message (or botocore's, when AWS was not reached), with a hint."""
     if isinstance(err, ClientError):
         message = err.response.get("Error", {}).get("Message", str(err))
-        return ProviderError(f"{what}: {_code(err)}: {message}")
+        kind = CapacityError if _code(err) in CAPACITY_CODES else ProviderError
+        return kind(f"{what}: {_code(err)}: {message}")
     hint = ""
     if isinstance(err, NoCredentialsError):
         hint = " (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role)"

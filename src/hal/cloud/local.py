@@ -24,14 +24,16 @@ from pathlib import Path
 
 import psutil
 
-from hal.cloud.provider import RUNNING, Instance, Launch, ProviderError
+from hal.cloud.provider import RUNNING, CapacityError, Instance, Launch, ProviderError
 from hal.core.errors import InvalidRequest
 from hal.core.node_groups import NodeGroup
 
 log = logging.getLogger(__name__)
 STOP_WAIT_S = 10.0  # SIGTERM, then SIGKILL after this
-# [cloud.groups.local]: more `hal agent` options, e.g. "--unknown-users-as-agent"
-SETTINGS = ("agent_args",)
+# [cloud.groups.local]: more `hal agent` options, e.g. "--unknown-users-as-agent"; and
+# capacity: the most instances the group has at once (beyond: a capacity error, as a
+# cloud out of machines answers; for trying the autoscaler's fallback to the next group)
+SETTINGS = ("agent_args", "capacity")
 
 
 class LocalProvider:
@@ -54,17 +56,41 @@ class LocalProvider:
                 f"[cloud.groups.local] agent_args of group {group.name!r}: {err}",
                 field=f"cloud.groups.{group.name}.local.agent_args",
             ) from None
+        capacity = group.settings.get("capacity", "")
+        if capacity and not capacity.isdigit():
+            raise InvalidRequest(
+                f"[cloud.groups.local] capacity of group {group.name!r}: must be a whole "
+                f"number of instances, e.g. capacity = 2 (got {capacity!r})",
+                field=f"cloud.groups.{group.name}.local.capacity",
+            )
+        self.capacity = int(capacity) if capacity else None
 
     def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
+        """An agent per name; a name whose agent runs already gets that one back (a
+        create retried after its answer was lost starts nothing new)."""
         self._records.mkdir(parents=True, exist_ok=True)
+        have = {i.node: i for i in self.instances()} if names else {}
+        count = len(have)
         started: list[Instance] = []
+        failure: ProviderError | None = None
         for name in names:
+            if name in have:
+                started.append(have[name])
+                continue
+            if self.capacity is not None and count >= self.capacity:
+                failure = CapacityError(
+                    f"local group {self.group.name} has no capacity for node {name}: it "
+                    f"holds at most {self.capacity} instance(s) (capacity in "
+                    "[cloud.groups.local])"
+                )
+                break
             try:
                 started.append(self._start(name, launch))
+                count += 1
             except OSError as err:
                 log.warning("local provider: could not start node %s: %s", name, err)
                 failure = ProviderError(f"could not start an agent for {name}: {err}")
-        if names and not started:
+        if failure is not None and not started:
             raise failure
         return started
 

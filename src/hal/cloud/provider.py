@@ -2,10 +2,11 @@
 
 A provider serves one node group (``hal.core.node_groups.NodeGroup``, from ``[cloud]``):
 it creates one instance per node name, lists the group's instances of this cluster, and
-removes instances. The provider's own records (EC2's tags, the local
-provider's state folder) are the truth: the server keeps no table of instances, so a
-restarted server finds its instances again by listing them, as Kubernetes' cluster
-autoscaler does. Calls block (boto3 does); the server runs them in a worker thread.
+removes instances. The provider's own records (EC2's tags, Lambda Cloud's instance
+names, the local provider's state folder) are the truth: the server keeps no table of
+instances, so a restarted server finds its instances again by listing them, as
+Kubernetes' cluster autoscaler does. Calls block (boto3 and httpx do); the server runs
+them in a worker thread.
 
 Every provider passes the conformance suite in ``hal.testing.cloud``.
 """
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from hal.core.node_groups import NodeGroup
+from hal.core.node_groups import ON_DEMAND, NodeGroup
 
 # what an instance is doing, as far as its provider says
 PENDING = "pending"  # asked for, not yet running
@@ -29,6 +30,16 @@ class ProviderError(Exception):
     The message says what the provider said; the autoscaler logs it, raises an event
     and rests the group."""
 
+    capacity = False  # the provider has no machines of the kind now (``CapacityError``)
+
+
+class CapacityError(ProviderError):
+    """The provider has no capacity for the group's machines now, wherever it looked
+    (each of a Lambda group's regions; EC2's ``InsufficientInstanceCapacity``): the
+    autoscaler tries the next group that holds the jobs in the same pass."""
+
+    capacity = True
+
 
 @dataclass(frozen=True, slots=True)
 class Instance:
@@ -37,6 +48,7 @@ class Instance:
     group: str
     state: str  # PENDING, RUNNING or STOPPING
     created_at: float  # Unix time
+    market: str = ON_DEMAND  # how it is lent (``hal.core.node_groups.MARKETS``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,10 @@ def make_provider(group: NodeGroup, cluster: str, state_dir: Path) -> Provider:
         from hal.cloud.local import LocalProvider
 
         return LocalProvider(group, cluster, state_dir / group.name)
+    if group.provider == "lambda":
+        from hal.cloud.lambda_cloud import LambdaProvider
+
+        return LambdaProvider(group, cluster, state_dir=state_dir / group.name)
     from hal.cloud.ec2 import Ec2Provider  # boto3: loaded only where a group uses EC2
 
     return Ec2Provider(group, cluster)

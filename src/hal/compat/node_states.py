@@ -7,7 +7,8 @@ and flags (``NodeInfo.state_flags``, the server's ``state/node_flags.py``). As S
 - ``$`` in a maintenance reservation open now; an idle node shows ``maint`` instead;
 - ``#`` a ``[cloud]`` group's node powering up (its instance boots);
 - ``%`` one powering down (its instance is being removed);
-- ``~`` one powered down (not created);
+- ``!`` an owned node whose power-down was requested (``[power]``), jobs still on it;
+- ``~`` one powered down (not created; an owned node asleep);
 - ``*`` not responding (its agent missed heartbeats; ``down*`` once declared down; a
   node powering up is not responding too, and shows ``idle#``);
 - an idle node in another reservation open now shows ``resv``.
@@ -41,9 +42,15 @@ CLOUD = "CLOUD"
 POWERED_DOWN = "POWERED_DOWN"
 POWERING_UP = "POWERING_UP"
 POWERING_DOWN = "POWERING_DOWN"
+POWER_DOWN = "POWER_DOWN"
 # the power flags' suffixes, in Slurm's order of precedence (after maintenance's ``$``,
 # before not responding's ``*``)
-POWER_SUFFIXES = ((POWERING_UP, "#"), (POWERING_DOWN, "%"), (POWERED_DOWN, "~"))
+POWER_SUFFIXES = (
+    (POWERING_UP, "#"),
+    (POWERING_DOWN, "%"),
+    (POWER_DOWN, "!"),
+    (POWERED_DOWN, "~"),
+)
 # -t names of flags: the tag a node with the flag gets (``node_tags``)
 FLAG_TAGS = {
     NOT_RESPONDING: "no_respond",
@@ -53,6 +60,7 @@ FLAG_TAGS = {
     POWERED_DOWN: "powered_down",
     POWERING_UP: "powering_up",
     POWERING_DOWN: "powering_down",
+    POWER_DOWN: "power_down",
 }
 
 LONG_STATES = {
@@ -100,12 +108,13 @@ STATE_FILTERS: dict[str, frozenset[str]] = {
     "no_respond": frozenset({"no_respond"}),
     "not_responding": frozenset({"no_respond"}),
     **{name: frozenset({name}) for name in ("cloud", "powered_down", "powering_up",
-                                            "powering_down")},
+                                            "powering_down", "power_down")},
+    "pow_dn": frozenset({"power_down"}),
     **{
         name: frozenset()
         for name in (
             "boot", "booting", "failing", "future", "futr", "inval", "invalid",
-            "npc", "perfctrs", "planned", "power_down", "pow_dn", "pow_up", "reboot",
+            "npc", "perfctrs", "planned", "pow_up", "reboot",
             "reboot_issued", "reboot_requested", "unk", "unknown", "blocked",
         )
     },
@@ -151,6 +160,7 @@ _SLURM_FLAGS = {
     POWERING_UP: 0x4000,
     MAINTENANCE: 0x8000,
     POWERING_DOWN: 0x40000,
+    POWER_DOWN: 0x800000,
     DRAIN: 0x200,
 }
 _DRAIN = _SLURM_FLAGS[DRAIN]

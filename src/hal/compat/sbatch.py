@@ -99,6 +99,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("feedback_goal", ("feedback-goal",)),
     Opt("data", ("data",)),
     Opt("artifact", ("artifact",)),
+    Opt("python_env", ("python-env",)),
     Opt("comment", ("comment",)),
     Opt("open_mode", ("open-mode",)),
     Opt("wckey", ("wckey",)),
@@ -949,6 +950,13 @@ def _scheduling(
 
         parse_requests([artifacts])  # sbatch's own refusal, before any round trip
         fields["artifacts"] = [artifacts.strip()]
+    python_env = text("python_env")
+    if python_env is not None:
+        from hal.core.pyenv import make_python_env, read_lock
+
+        files = read_lock(python_env.strip())  # read here: the server cannot see this host
+        make_python_env(files)  # sbatch's own refusal (an unpinned line), before the trip
+        fields["python_env"] = files
     mail_type = text("mail_type")
     if mail_type is not None:
         from hal.slurm.mail import parse_mail_type
@@ -1099,6 +1107,7 @@ Options HAL accepts (anything else is refused with an error):
       --burst-after=time|never  cloud nodes are made for it only when it would start
                              here this much later than on them (10m, 2h; HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)
+      --python-env=lockfile  a Python environment built from it on each node (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)
   -L, --licenses=list        licenses held while the job runs, e.g. matlab:2,ansys
       --mail-type=type       mail on BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, ALL,

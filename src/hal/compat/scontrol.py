@@ -430,6 +430,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"Comment={job.comment or '(null)'}",
         # HAL's --artifact, pinned (docs/user/artifacts.md): only on the jobs that name some
         *([f"Artifacts={','.join(job.artifacts)}"] if job.artifacts else []),
+        # HAL's --python-env (docs/user/environments.md): its kind and lock's sha256
+        *([f"PythonEnv={job.python_env}"] if job.python_env else []),
         # HAL's --near/--apart rules (docs/harmonic.md): only on the jobs that have some
         *([f"Near={','.join(job.near)}"] if job.near else []),
         *([f"Apart={','.join(job.apart)}"] if job.apart else []),

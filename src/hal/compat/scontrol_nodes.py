@@ -7,8 +7,9 @@ and where HAL has more to say, its hint on the next line. Slurm writes ``Node X 
 found`` and ``ping``'s lines on stdout, its refusals of an update on stderr.
 
 ``update NodeName=`` sets what HAL's node record holds: the operator's state (DRAIN,
-DOWN, RESUME, UNDRAIN, as ``hal drain`` / ``hal resume``) and its reason. Slurm's other
-states and keys have no place in it (see ``OTHER_STATES``, ``OTHER_KEYS``).
+DOWN, RESUME, UNDRAIN, as ``hal drain`` / ``hal resume``) and its reason, and powers an
+owned node down or up (POWER_DOWN, POWER_UP; ``[power]``, docs/admin/power.md). Slurm's
+other states and keys have no place in it (see ``OTHER_STATES``, ``OTHER_KEYS``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,18 @@ from hal.slurm.syntax import expand_hostlist
 from hal.wire.nodes import NodeInfo
 
 # State= of ``update NodeName=...``: what ``hal drain`` / ``hal resume`` send for it
-NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": "RESUME"}
+NODE_STATES = {
+    "DRAIN": "DRAIN",
+    "DOWN": "DOWN",
+    "RESUME": "RESUME",
+    "UNDRAIN": "RESUME",
+    "POWER_DOWN": "POWER_DOWN",
+    "POWER_UP": "POWER_UP",
+}
 # Slurm's other node states: HAL nodes have no FAIL flag, no scontrol-set "not
-# responding" (HAL's follows the agent's heartbeats), no FUTURE nodes and no power saving
-OTHER_STATES = frozenset({"NORESP", "FAIL", "FUTURE", "POWER_DOWN", "POWER_UP"})
+# responding" (HAL's follows the agent's heartbeats), no FUTURE nodes, and power down
+# once their jobs end (no POWER_DOWN_ASAP / POWER_DOWN_FORCE)
+OTHER_STATES = frozenset({"NORESP", "FAIL", "FUTURE", "POWER_DOWN_ASAP", "POWER_DOWN_FORCE"})
 # Slurm's other node keys, and why HAL's node record has no place for them: features
 # are what the agent registers (``hal agent --feature``), and weight, comment, gres,
 # address and the rest have no field to outlive a server restart in
@@ -45,7 +54,7 @@ INVALID_STATE = "slurm_update error: Invalid node state specified"
 INVALID_NAME = "slurm_update error: Invalid node name specified"
 INVALID_USER = "slurm_update error: Invalid user id"
 NO_REASON = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-_HAL_STATES = "HAL's nodes take State=DRAIN, DOWN, RESUME or UNDRAIN"
+_HAL_STATES = "HAL's nodes take State=DRAIN, DOWN, RESUME, UNDRAIN, POWER_DOWN or POWER_UP"
 
 _KEY = re.compile(r"^([A-Za-z]+)=(.*)$")
 

@@ -12,7 +12,7 @@ as groups of one machine kind each)::
 
     [[cloud.groups]]
     name = "burst"
-    provider = "ec2"               # "ec2", or "local" (agent processes on this host)
+    provider = "ec2"               # "ec2", "lambda" (Lambda Cloud), or "local" (agents here)
     nodes = "burst[1-8]"           # the names its nodes take: at most 8 nodes
     cpus = 4
     memory = "16G"                 # as --mem: MiB, or with K, M, G or T
@@ -20,6 +20,8 @@ as groups of one machine kind each)::
     gpu_type = ""                  # e.g. "nvidia_a100" for --gres=gpu:a100:1
     features = ["cloud"]           # for --constraint
     price_per_hour = 0.17          # what one node costs an hour
+    market = "on_demand"           # or "spot" (EC2): cheaper, taken back at EC2's notice
+    max_price = 0                  # spot: the most paid an hour; 0: up to the on-demand price
     boot_seconds = 120             # expected time to join, until joins are seen
     idle_seconds = 300             # an idle node is removed (Slurm's SuspendTime)
     boot_timeout_seconds = 300     # a node not joined by then is removed (ResumeTimeout)
@@ -41,7 +43,7 @@ from typing import Any
 from hal.config.priority import fail, positive_seconds, unknown_key, whole_number
 from hal.core.errors import InvalidRequest
 from hal.core.node import check_features
-from hal.core.node_groups import PROVIDERS, NodeGroup
+from hal.core.node_groups import MARKETS, ON_DEMAND, PROVIDERS, SPOT_PROVIDERS, NodeGroup
 from hal.core.patience import Patience, parse_patience
 from hal.core.resources import ResourceVector
 
@@ -64,6 +66,8 @@ GROUP_KEYS = (
     "gpu_type",
     "features",
     "price_per_hour",
+    "market",
+    "max_price",
     "idle_seconds",
     "boot_timeout_seconds",
     "boot_seconds",
@@ -188,13 +192,8 @@ def _group(item: Any, i: int, source: str) -> NodeGroup:
     price = item.get("price_per_hour", 0.0)
     if isinstance(price, bool) or not isinstance(price, int | float) or not 0 <= price < 1e6:
         raise fail(source, f"{where}.price_per_hour", f"must be a number >= 0 (got {price!r})")
-    settings = item.get(provider, {})
-    if not isinstance(settings, dict) or not all(
-        isinstance(v, str | int | float) and not isinstance(v, bool) for v in settings.values()
-    ):
-        raise fail(
-            source, f"{where}.{provider}", "must be a table of settings (strings or numbers)"
-        )
+    market, max_price = _market(item, provider, source, where)
+    settings = _settings(item.get(provider, {}), source, f"{where}.{provider}")
     other = [p for p in PROVIDERS if p != provider and p in item]
     if other:
         raise fail(source, f"{where}.{other[0]}", f"the group's provider is {provider!r}")
@@ -210,6 +209,8 @@ def _group(item: Any, i: int, source: str) -> NodeGroup:
         features=tuple(features),
         gpu_model=gpu_type,
         price_per_hour=float(price),
+        market=market,
+        max_price=max_price,
         idle_seconds=_seconds(item.get("idle_seconds", 300), source, f"{where}.idle_seconds"),
         boot_timeout_seconds=positive_seconds(
             item.get("boot_timeout_seconds", 300), source, f"{where}.boot_timeout_seconds"
@@ -218,8 +219,51 @@ def _group(item: Any, i: int, source: str) -> NodeGroup:
         interruption_rate=_rate(item, "interruption_rate", source, where),
         data_cache=_text(item, "data_cache", source, where),
         egress_per_gb=_rate(item, "egress_per_gb", source, where),
-        settings={str(k): str(v) for k, v in settings.items()},
+        settings=settings,
     )
+
+
+def _market(item: dict[str, Any], provider: str, source: str, where: str) -> tuple[str, float]:
+    """The group's ``market`` and ``max_price``: spot only where the provider lends it."""
+    market = item.get("market", ON_DEMAND)
+    if market not in MARKETS:
+        raise fail(
+            source, f"{where}.market", f"must be one of {', '.join(MARKETS)} (got {market!r})"
+        )
+    if market != ON_DEMAND and provider not in SPOT_PROVIDERS:
+        raise fail(
+            source,
+            f"{where}.market",
+            f"provider {provider!r} lends no {market} capacity (spot: {', '.join(SPOT_PROVIDERS)});"
+            f' write market = "{ON_DEMAND}" or leave it out',
+        )
+    price = item.get("max_price", 0.0)
+    if isinstance(price, bool) or not isinstance(price, int | float) or not 0 <= price < 1e6:
+        raise fail(
+            source, f"{where}.max_price", f"must be a number >= 0, e.g. 0.12 (got {price!r})"
+        )
+    if price and market == ON_DEMAND:
+        raise fail(source, f"{where}.max_price", 'applies to spot groups only: add market = "spot"')
+    return market, float(price)
+
+
+def _settings(settings: Any, source: str, where: str) -> dict[str, str]:
+    """The provider's own settings, each as a string (a list of strings: comma-joined)."""
+    if not isinstance(settings, dict):
+        raise fail(source, where, "must be a table of settings (strings, numbers or lists)")
+    out: dict[str, str] = {}
+    for key, value in settings.items():
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            out[str(key)] = ",".join(value)
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
+            out[str(key)] = str(value)
+        else:
+            raise fail(
+                source,
+                f"{where}.{key}",
+                f"must be a string, a number or a list of strings (got {value!r})",
+            )
+    return out
 
 
 def _rate(item: Any, key: str, source: str, where: str) -> float:

@@ -48,6 +48,11 @@ Example::
 
     [cloud]                        # optional: nodes made on demand (docs/admin/cloud.md)
 
+    [power]                        # optional: idle owned nodes powered down (docs/admin/power.md)
+    suspend_program = "/usr/local/sbin/node-off"   # Slurm's SuspendProgram, ResumeProgram
+    resume_program = "/usr/local/sbin/node-on"
+    suspend_time = 600             # idle seconds before a node is powered down (-1: never)
+
     [harmonic]                     # optional: the traffic graph (docs/harmonic.md)
     half_life = "1h"               # what was measured counts half as much this much later
 
@@ -82,6 +87,7 @@ from hal.config.accounting import AccountingConfig, accounting_from_table
 from hal.config.cloud import CloudConfig, cloud_from_table
 from hal.config.harmonic import HarmonicConfig, harmonic_from_table
 from hal.config.mail import MailConfig, mail_from_table
+from hal.config.power import PowerConfig, power_from_table
 from hal.config.preemption import preemption_from_table
 from hal.config.priority import (
     LONGEST_S,
@@ -197,6 +203,8 @@ class HalConfig:
     mail: MailConfig = field(default_factory=MailConfig)
     # [cloud]: node groups the autoscaler creates nodes in for waiting jobs (docs/admin/cloud.md)
     cloud: CloudConfig = field(default_factory=CloudConfig)
+    # [power]: idle owned nodes powered down and up through programs (docs/admin/power.md)
+    power: PowerConfig = field(default_factory=PowerConfig)
     # [harmonic]: the traffic graph's half-life and bounds (hal.server.traffic)
     harmonic: HarmonicConfig = field(default_factory=HarmonicConfig)
 
@@ -236,6 +244,7 @@ _TOP_KEYS = {
     "accounting",
     "mail",
     "cloud",
+    "power",
     "harmonic",
     *PRIORITY_KEYS,
 }
@@ -392,6 +401,9 @@ def config_from_dict(
         kwargs["cloud"] = cloud_from_table(raw["cloud"], source)
     if "harmonic" in raw:
         kwargs["harmonic"] = harmonic_from_table(raw["harmonic"], source)
+    if "power" in raw:
+        names = tuple(p.name for p in kwargs.get("partitions", HalConfig().partitions))
+        kwargs["power"] = power_from_table(raw["power"], source, names)
     return HalConfig(**kwargs)
 
 

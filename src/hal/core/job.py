@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from hal.core.artifacts import ArtifactRef
 from hal.core.job_rules import JobRule
+from hal.core.pyenv import PythonEnv
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
 
@@ -205,6 +206,8 @@ class JobSpec:
     interactive: bool = False
     # --artifact: pinned software its nodes deploy before it runs (docs/user/artifacts.md)
     artifacts: tuple[ArtifactRef, ...] = ()
+    # --python-env: the lock its nodes build a Python environment from (hal.core.pyenv)
+    python_env: PythonEnv | None = None
     # --near / --apart: placement rules towards other jobs (``hal.core.job_rules``)
     near: tuple[JobRule, ...] = ()
     apart: tuple[JobRule, ...] = ()

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from hal.core.node import Node
 from hal.core.resources import ResourceVector
 
-PROVIDERS = ("local", "ec2")
+PROVIDERS = ("local", "ec2", "lambda")
 # how a group's capacity is lent: kept until released, or interruptible (EC2 spot: cheaper,
 # taken back at the provider's notice)
 ON_DEMAND = "on_demand"
 SPOT = "spot"
 MARKETS = (ON_DEMAND, SPOT)
+# the providers that lend interruptible capacity (Lambda Cloud lends none)
+SPOT_PROVIDERS = ("ec2",)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,14 @@ provider, then:
 - the waiting jobs, in priority order, are packed into booting nodes and, where they
   do not fit and their expected start on the capacity there is later than a group's
   boot + their patience (``hal.cloud.burst``), into new nodes of the group where they
-  are expected to cost least to finish (``hal.cloud.autoscaler``).
+  are expected to cost least to finish (``hal.cloud.autoscaler``); a group whose
+  provider refuses (no capacity, or an error) rests, and its jobs are packed again, in
+  the same pass, into the other groups.
+
+A group whose provider fails or does not answer (a listing, a creation or a removal
+raises ``ProviderError`` other than a capacity error) is unhealthy, with the reason in
+``hal cloud``, and rests (the alert ``HalCloudGroupResting``) until a listing succeeds;
+bursting goes to the other groups meanwhile.
 
 Nothing is remembered between passes that the providers and the cluster do not say
 again, except how long each node has been idle and which groups rest; a restarted
@@ -32,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hal.cloud.autoscaler import Waiting, holds, idle_to_remove, plan_scale_up
+from hal.cloud.autoscaler import ScaleUp, Waiting, holds, idle_to_remove, plan_scale_up
 from hal.cloud.burst import Decision, decide, offer, patience
 from hal.cloud.provider import STOPPING, Instance, Launch, Provider, ProviderError
 from hal.cloud.providers import make_provider
@@ -86,6 +93,18 @@ class GroupState:
     failing: int = 0  # boot failures since a node of the group last joined
     # how long its nodes took to join, on average (None: none seen since the start)
     boot_observed: float | None = None
+    # its provider failed or did not answer (not a capacity answer): the reason, and
+    # since when; cleared by the next listing that succeeds
+    unhealthy: str = ""
+    unhealthy_since: float = 0.0
+
+    def failed(self, error: str, now: float, capacity: bool = False) -> None:
+        """The provider failed: ``error`` is kept; unhealthy unless it only lacked
+        capacity (it answered, and may have room later)."""
+        self.error = error
+        if not capacity:
+            self.unhealthy_since = self.unhealthy_since if self.unhealthy else now
+            self.unhealthy = error
 
 
 @dataclass(slots=True)
@@ -244,6 +263,8 @@ class CloudService:
             instances=[self._node_info(i) for i in state.instances],
             resting_until=state.resting_until if state.resting_until > now else None,
             last_error=state.error,
+            healthy=not state.unhealthy,
+            unhealthy_since=state.unhealthy_since if state.unhealthy else None,
             created=state.created,
             removed=state.removed,
             boot_failures=state.boot_failures,
@@ -293,10 +314,15 @@ class CloudService:
             try:
                 found = await asyncio.to_thread(self.providers[group.name].instances)
             except ProviderError as err:
-                state.error = f"listing instances: {err}"
+                now = self.cluster.clock.now()
+                state.failed(f"listing instances: {err}", now, err.capacity)
+                state.resting_until = max(
+                    state.resting_until, now + max(2 * self.config.interval_seconds, 120.0)
+                )
                 log.warning("cloud group %s: %s", group.name, state.error)
                 continue
             state.instances = found
+            state.unhealthy = ""  # it answers
             listed[group.name] = found
         return listed
 
@@ -376,7 +402,7 @@ class CloudService:
         try:
             await asyncio.to_thread(provider.remove, instances)
         except ProviderError as err:
-            state.error = f"removing instances: {err}"
+            state.failed(f"removing instances: {err}", self.cluster.clock.now(), err.capacity)
             log.warning("cloud group %s: %s", group.name, state.error)
             return False
         state.removed += len(instances)
@@ -504,26 +530,43 @@ class CloudService:
         if not waiting:
             return
         existing = set(self.cluster.nodes) | {i.node for v in listed.values() for i in v}
-        for up in plan_scale_up(waiting, groups, existing, spare):
-            group = self._group(up.group)
-            state = self.groups[group.name]
-            try:
-                made = await asyncio.to_thread(
-                    self.providers[group.name].create, up.names, self.launch()
-                )
-            except ProviderError as err:
-                state.resting_until = now + min(group.boot_timeout_seconds, 300.0)
-                state.error = f"creating {', '.join(up.names)}: {err}"
-                log.warning("cloud group %s: %s", group.name, state.error)
-                await self._event("cloud.create_failed", None, group, error=str(err))
+        plans = plan_scale_up(waiting, groups, existing, spare)
+        while plans:
+            up = plans.pop(0)
+            if any(g.name == up.group for g in groups) and await self._create(up, now):
+                existing.update(up.names)
                 continue
-            state.created += len(made)
-            state.instances.extend(made)
-            for inst in made:
-                self.made_for[inst.node] = up.per_node.get(inst.node, ())
-                await self._event(
-                    "cloud.node_created", inst.node, group, instance=inst.id, jobs=list(up.jobs)
-                )
+            # the group failed (it rests now): its jobs are packed into the others
+            groups = [g for g in groups if g.name != up.group]
+            again = [w for w in waiting if w.job_id in up.jobs]
+            taken = existing | {n for p in plans for n in p.names}
+            plans += plan_scale_up(again, groups, taken, spare)
+
+    async def _create(self, up: ScaleUp, now: float) -> bool:
+        """Create ``up``'s nodes; False where the provider failed (the group rests; it
+        is unhealthy unless it only lacked capacity)."""
+        group = self._group(up.group)
+        state = self.groups[group.name]
+        try:
+            made = await asyncio.to_thread(
+                self.providers[group.name].create, up.names, self.launch()
+            )
+        except ProviderError as err:
+            state.resting_until = now + min(group.boot_timeout_seconds, 300.0)
+            state.failed(f"creating {', '.join(up.names)}: {err}", now, err.capacity)
+            log.warning("cloud group %s: %s", group.name, state.error)
+            await self._event(
+                "cloud.create_failed", None, group, error=str(err), capacity=err.capacity
+            )
+            return False
+        state.created += len(made)
+        state.instances.extend(made)
+        for inst in made:
+            self.made_for[inst.node] = up.per_node.get(inst.node, ())
+            await self._event(
+                "cloud.node_created", inst.node, group, instance=inst.id, jobs=list(up.jobs)
+            )
+        return True
 
     def _waiting(self, now: float) -> list[Waiting]:
         """The waiting jobs that new nodes may be made for, each with the groups it may

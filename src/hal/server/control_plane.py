@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hal.cloud.provider import Provider
 from hal.config.model import HalConfig, load_config
+from hal.config.power import check_programs
 from hal.core.clock import Clock
 from hal.core.errors import Conflict, HalError, InvalidRequest
 from hal.core.tasks import cancel_tasks
@@ -36,6 +37,7 @@ from hal.server.feedback import FeedbackService, load_key
 from hal.server.job_mail import JobMail
 from hal.server.mail_program import MailProgram
 from hal.server.observe.plane import ObservePlane
+from hal.server.power import PowerService
 from hal.server.predictions import MODEL_FILE, PredictionService
 from hal.server.priority import PriorityService
 from hal.server.profile import config_error, server_profile
@@ -192,6 +194,9 @@ class ControlPlane:
             self.cluster.clock,
         )
         # application feedback: each run's token is made with a key kept in data_dir
+        # [power]: idle owned nodes powered down and up (its loop idles without [power])
+        check_programs(config.power, str(self.config_path or "hal.toml"))
+        self.power = PowerService(self.cluster, config.power)
         self.feedback = FeedbackService(self.cluster, load_key(self.data_dir))
         self.cluster.feedback_key = self.feedback.key
         self.observe.metrics.feedback_latest = self.feedback.running_latest
@@ -207,6 +212,7 @@ class ControlPlane:
             data=self.data,
             traffic=self.traffic,
             feedback=self.feedback,
+            power=self.power,
             observe=self.observe,
             data_dir=self.data_dir,
             reconfigure=self.reconfigure,
@@ -269,6 +275,7 @@ class ControlPlane:
             asyncio.create_task(self._housekeeping(), name="hal-housekeeping"),
             asyncio.create_task(self.mail.run(self._stop), name="hal-mail"),
             asyncio.create_task(self.traffic.run(self._stop), name="hal-traffic"),
+            asyncio.create_task(self.power.run(self._stop), name="hal-power"),
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
@@ -307,6 +314,7 @@ class ControlPlane:
         await cancel_tasks([*self._tasks, *self._hangups])
         self._tasks = []
         await self.ctx.steps.stop()  # local steps their jobs ended: written before close
+        await self.power.stop()
         if self.data is not None:
             await self.data.stop()
         await self.traffic.stop()  # the identity graph's last changes: before close
@@ -346,6 +354,7 @@ class ControlPlane:
             providers = await asyncio.to_thread(
                 cloud_providers, new.cloud, new.cluster_name, self.data_dir, self.cloud_providers
             )
+            check_programs(new.power, str(path))
             changed = config_changes(running, new)
             removed = removed_partitions(running, new)
             data = {
@@ -385,6 +394,7 @@ class ControlPlane:
         self.service.interval_s = config.scheduler_interval_seconds
         self.mail.program.config = config.mail  # read at each mail sent
         self.traffic.configure(config.harmonic)
+        self.power.configure(config.power)
         if self.purge is not None:
             self.purge.config = config.accounting
         elif config.accounting.purges:

@@ -274,6 +274,7 @@ async def explain(
             f"{node} (group {group}, {now - at:.0f} s ago)" for node, group, at in making
         )
         detail += f"; [cloud] made node(s) for it: {nodes}; it can start once they join"
+    detail += _waking(ctx, job.id) if pending else ""
     return ExplainInfo(
         job_id=job.id,
         display_id=job.display_id,
@@ -300,3 +301,18 @@ async def explain(
         het_blocking_component=het_blocker,
         placement=job.extra.get(PLACEMENT_NOTE),
     )
+
+
+def _waking(ctx: Services, job_id: int) -> str:
+    """What ``explain`` adds for a job whose nodes are being powered up (``[power]``)."""
+    power = ctx.power
+    waking = power.waking_for(job_id) if power is not None else []
+    if not power or not waking:
+        return ""
+    now = ctx.cluster.clock.now()
+    boot = power.boot_seconds()
+    nodes = ", ".join(
+        f"{node} (resumed {now - at:.0f} s ago, expected back in {max(0.0, at + boot - now):.0f} s)"
+        for node, at in waking
+    )
+    return f"; [power] waking node(s) for it: {nodes}; it can start once they are back"

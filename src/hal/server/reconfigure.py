@@ -57,6 +57,7 @@ LIVE = frozenset(
         "accounting",
         "mail",
         "cloud",
+        "power",
         "harmonic",
     }
 )

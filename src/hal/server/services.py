@@ -24,6 +24,7 @@ from hal.server.cloud import CloudService
 from hal.server.data import DataService, with_view
 from hal.server.feedback import FeedbackService
 from hal.server.observe.plane import ObservePlane
+from hal.server.power import PowerService
 from hal.server.predictions import PredictionService
 from hal.server.priority import PriorityService
 from hal.server.traffic import TrafficService, with_traffic
@@ -47,6 +48,7 @@ class Services:
     priority: PriorityService | None = None  # /v1/priority, /v1/shares, explain
     data: DataService | None = None  # [data]: the data plane (hal.server.data)
     cloud: CloudService | None = None  # [cloud]: the autoscaler, once started
+    power: PowerService | None = None  # [power]: owned nodes powered down and up
     traffic: TrafficService | None = None  # the traffic graph (hal.server.traffic)
     feedback: FeedbackService | None = None  # application feedback (hal.server.feedback)
     observe: ObservePlane | None = None  # metrics, alerts, the output relay

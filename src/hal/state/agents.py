@@ -142,11 +142,16 @@ def send_launch(cluster: Cluster, job: Job) -> None:
     feedback_environment(cluster, job, launch.environment)
     session.unconfirmed[job.id] = (launch, cluster.clock.now())
     session.push(launch)
-    if launch.artifacts and job.allocation is not None:  # the other nodes fetch them now
+    ahead = launch.artifacts or launch.python_env
+    if ahead and job.allocation is not None:  # the other nodes fetch (and build) them now
         for node in job.allocation.nodes[1:]:
             other = cluster.agent_sessions.get(node)
             if other is not None:
-                other.push(Prefetch(job_id=job.id, artifacts=launch.artifacts))
+                other.push(
+                    Prefetch(
+                        job_id=job.id, artifacts=launch.artifacts, python_env=launch.python_env
+                    )
+                )
 
 
 def send_cancel(

@@ -20,6 +20,7 @@ from hal.core.job import (
     TopologyConstraint,
 )
 from hal.core.job_rules import JobRule
+from hal.core.pyenv import PythonEnv
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
 
@@ -64,6 +65,8 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [list(pair) for pair in value]
         elif name == "artifacts":
             value = [[a.name, a.version, a.sha256, a.kind] for a in value]
+        elif name == "python_env" and value is not None:
+            value = [value.kind, value.sha256, [list(f) for f in value.files]]
         elif name in _RULE_FIELDS:
             value = [[r.job_id, r.name, r.level, r.required] for r in value]
         d[name] = value
@@ -77,6 +80,9 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     d["licenses"] = tuple((str(n), int(c)) for n, c in d.get("licenses", ()))
     d["feedback_goals"] = tuple((str(n), str(g)) for n, g in d.get("feedback_goals", ()))
     d["artifacts"] = tuple(ArtifactRef(*a) for a in d.get("artifacts", ()))
+    if d.get("python_env") is not None:
+        kind, sha256, files = d["python_env"]
+        d["python_env"] = PythonEnv(kind, sha256, tuple((str(n), str(c)) for n, c in files))
     for name in _TUPLE_FIELDS:
         d[name] = tuple(d.get(name, ()))
     for name in _RULE_FIELDS:

@@ -20,7 +20,7 @@ from hal.core.resources import MiB
 from hal.observe.traceids import traceparent
 from hal.slurm.job_variables import describes_a_job
 from hal.slurm.steps import per_node_counts, tasks_per_node
-from hal.wire.agent import ArtifactPin, Launch
+from hal.wire.agent import ArtifactPin, Launch, PythonEnvPin
 
 
 @functools.lru_cache(maxsize=1024)
@@ -190,4 +190,13 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
             ArtifactPin(name=a.name, version=a.version, sha256=a.sha256, kind=a.kind)
             for a in spec.artifacts
         ],
+        python_env=(
+            PythonEnvPin(
+                kind=spec.python_env.kind,
+                sha256=spec.python_env.sha256,
+                files=dict(spec.python_env.files),
+            )
+            if spec.python_env
+            else None
+        ),
     )

@@ -22,8 +22,14 @@ The nodes of ``[cloud]`` groups carry Slurm's flags of cloud nodes, which the AP
 and on a name with no registered node ``POWERED_DOWN`` (``~``, no instance),
 ``POWERING_UP`` (``#``, an instance whose agent has not joined yet, also
 ``NOT_RESPONDING`` as in Slurm 22.05.8) or ``POWERING_DOWN`` (``%``, an instance being
-removed). HAL has no reboot requests or manual power-downs, so Slurm's ``! @ ^`` never
-appear.
+removed). HAL has no reboot requests, so Slurm's ``@ ^`` never appear.
+
+Owned nodes that sleep (``[power]``, ``hal.core.power``) carry the flag of their power
+phase: ``POWER_DOWN`` (``!``, a power-down requested while jobs run), ``POWERING_DOWN``
+(``%``), ``POWERED_DOWN`` (``~``) or ``POWERING_UP`` (``#``). Such a node is drained in
+its record (so nothing lands on it); it shows the base state it would have up
+(``idle~``, ``mix!``), and a node asleep is not "not responding" (its agent is off by
+design).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hal.core.node import Node
+from hal.core.power import Phase, phase_of
 from hal.core.states import NodeState
 
 if TYPE_CHECKING:
@@ -45,6 +52,7 @@ CLOUD = "CLOUD"
 POWERED_DOWN = "POWERED_DOWN"
 POWERING_UP = "POWERING_UP"
 POWERING_DOWN = "POWERING_DOWN"
+POWER_DOWN = "POWER_DOWN"
 
 
 def not_responding_after(config: HalConfig) -> float:
@@ -78,7 +86,21 @@ def node_state_flags(cluster: Cluster, node: Node) -> list[str]:
         flags.append(RESERVED)
     if node.drain and node.state is NodeState.DOWN:
         flags.append(DRAIN)
+    phase = phase_of(node)
+    if phase is not None:
+        flags.append(phase.value)
+    if phase in (Phase.POWERED_DOWN, Phase.POWERING_DOWN):
+        return flags  # its agent is off by design
     seen = last_contact(cluster, node)
     if seen is None or now - seen > not_responding_after(cluster.config):
         flags.append(NOT_RESPONDING)
     return flags
+
+
+def power_display(cluster: Cluster, node: Node, display: str) -> str:
+    """A sleeping node's base state: the one it would have up (its drain is the power
+    phase's, not an operator's): ``idle`` asleep, ``mix`` or ``alloc`` while the jobs
+    of a requested power-down run on."""
+    if phase_of(node) is None:
+        return display
+    return cluster.node_display_state(node.evolve(state=NodeState.UP))

@@ -21,6 +21,20 @@ check added here runs for every provider::
 
 where ``group`` has at least three node names.
 
+Some checks need what a stand-in of a cloud may lack: state across calls (Prism's mock
+of a contract answers each call with the contract's example), a way to end an instance
+behind the provider's back (an interruption or a loss), or a way to run out of capacity.
+A provider's tests say what their stand-in has (``StandIn``), and skip with
+``limit(check, stand_in)``'s reason the checks it cannot back::
+
+    @pytest.mark.parametrize("check", CHECKS)
+    def test_conformance(check) -> None:
+        if (reason := limit(check, STAND_IN)) is not None:
+            pytest.skip(reason)
+        ...
+
+``FAILURE_CHECKS`` take the stand-in itself: ``check(stand_in, launch)``.
+
 Imports core and ``hal.cloud.provider`` only, so downstream providers can use it.
 """
 
@@ -30,12 +44,65 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
-from hal.cloud.provider import PENDING, RUNNING, Instance, Launch, Provider
+from hal.cloud.provider import PENDING, RUNNING, Instance, Launch, Provider, ProviderError
 from hal.core.node_groups import NodeGroup
 
 ProviderFactory = Callable[[NodeGroup, str], Provider]
+F = TypeVar("F", bound=Callable[..., None])
+
+# what a check may need of a stand-in
+STATE = "state"  # it remembers across calls: a launch is listed afterwards
+LOSE = "lose"  # an instance can be ended behind the provider's back
+FULL = "full"  # a provider of it can be made to run out of capacity
+
+
+@dataclass(frozen=True, slots=True)
+class StandIn:
+    """What a provider's tests run it against, and what that can show.
+
+    ``lose(instance)``: end an instance as an interruption or a failure would, without
+    the provider (None: the stand-in cannot). ``full()``: a provider of an empty group
+    that has no capacity (None: the stand-in never runs out). ``lacks``: for each
+    need the stand-in cannot meet, why (the skip reason)."""
+
+    name: str
+    provider: Callable[[], Provider]  # a provider of an empty group
+    lose: Callable[[Instance], None] | None = None
+    full: Callable[[], Provider] | None = None
+    lacks: tuple[tuple[str, str], ...] = ()
+
+    def reason(self, need: str) -> str | None:
+        for what, why in self.lacks:
+            if what == need:
+                return f"{self.name}: {why}"
+        if need == LOSE and self.lose is None:
+            return f"{self.name} cannot end an instance behind the provider's back"
+        if need == FULL and self.full is None:
+            return f"{self.name} never runs out of capacity"
+        return None
+
+
+def needs(*what: str) -> Callable[[F], F]:
+    """Mark a check with what it needs of a stand-in (``STATE``, ``LOSE``, ``FULL``)."""
+
+    def mark(check: F) -> F:
+        check.needs = frozenset(what)  # type: ignore[attr-defined]
+        return check
+
+    return mark
+
+
+def limit(check: Callable[..., Any], stand_in: StandIn) -> str | None:
+    """Why ``stand_in`` cannot back ``check`` (the skip reason), or None."""
+    for need in sorted(getattr(check, "needs", frozenset())):
+        reason = stand_in.reason(need)
+        if reason is not None:
+            return reason
+    return None
+
 
 TIMEOUT = 120.0  # long enough for a real cloud's terminations
 CLOCK_SLACK = 300.0  # a provider's clock may differ from ours this much
@@ -67,6 +134,7 @@ def check_create_nothing(provider: Provider, launch: Launch) -> None:
         assert provider.instances() == []
 
 
+@needs(STATE)
 def check_create_lists_and_removes(
     provider: Provider, launch: Launch, timeout: float = TIMEOUT
 ) -> None:
@@ -86,6 +154,7 @@ def check_create_lists_and_removes(
         wait_for(provider, lambda seen: not ids & {i.id for i in seen}, timeout, "removal")
 
 
+@needs(STATE)
 def check_each_name_once(provider: Provider, launch: Launch, timeout: float = TIMEOUT) -> None:
     """Three names give three instances with distinct ids, and the listing shows each
     name exactly once (no duplicate launches)."""
@@ -98,6 +167,7 @@ def check_each_name_once(provider: Provider, launch: Launch, timeout: float = TI
         assert len({i.id for i in listed}) == len(listed), listed
 
 
+@needs(STATE)
 def check_remove_only_given(provider: Provider, launch: Launch, timeout: float = TIMEOUT) -> None:
     """Removing one instance leaves the others running."""
     names = _names(provider, 2)
@@ -110,6 +180,7 @@ def check_remove_only_given(provider: Provider, launch: Launch, timeout: float =
         assert seen[0].state in (PENDING, RUNNING), seen
 
 
+@needs(STATE)
 def check_remove_is_idempotent(
     provider: Provider, launch: Launch, timeout: float = TIMEOUT
 ) -> None:
@@ -125,6 +196,7 @@ def check_remove_is_idempotent(
         assert provider.instances() == []
 
 
+@needs(STATE)
 def check_found_again(
     make: ProviderFactory, group: NodeGroup, cluster: str, launch: Launch, timeout: float = TIMEOUT
 ) -> None:
@@ -142,6 +214,7 @@ def check_found_again(
         wait_for(first, lambda seen: not seen, timeout, "removal through the new provider")
 
 
+@needs(STATE)
 def check_instances_are_this_groups_only(
     make: ProviderFactory, group: NodeGroup, cluster: str, launch: Launch, timeout: float = TIMEOUT
 ) -> None:
@@ -165,6 +238,56 @@ def check_instances_are_this_groups_only(
         wait_for(mine, lambda seen: not seen, timeout, "removal")
         for provider, instance in zip(providers[1:], created[1:], strict=True):
             assert _ids(provider.instances()) == {instance.id}, provider.group.name
+
+
+@needs(STATE)
+def check_create_retried(provider: Provider, launch: Launch, timeout: float = TIMEOUT) -> None:
+    """A create retried with the same names, as after its answer was lost, gives back
+    the instances the first made and starts none: each name has one instance."""
+    names = _names(provider, 2)
+    with _cleaned(provider):
+        first = _create(provider, names, launch)
+        wait_for(provider, lambda seen: _ids(first) <= _ids(seen), timeout, "listing")
+        again = provider.create(names, launch)
+        assert sorted((i.node, i.id) for i in again) == sorted((i.node, i.id) for i in first), again
+        listed = provider.instances()
+        assert Counter(i.node for i in listed) == Counter(names), listed
+
+
+@needs(FULL)
+def check_out_of_capacity(stand_in: StandIn, launch: Launch) -> None:
+    """A provider without capacity refuses the whole create with an error flagged as
+    capacity (the autoscaler then tries the next group), and starts nothing."""
+    provider = _full(stand_in)
+    with _cleaned(provider):
+        try:
+            made = provider.create(_names(provider, 2), launch)
+        except ProviderError as err:
+            assert err.capacity, f"not flagged as capacity: {err!r}"
+            assert str(err), "a capacity error says what the provider said"
+        else:
+            raise AssertionError(f"{stand_in.name}: no capacity, yet created {made}")
+        assert provider.instances() == []
+
+
+@needs(STATE, LOSE)
+def check_lost_instance(stand_in: StandIn, launch: Launch, timeout: float = TIMEOUT) -> None:
+    """An instance ended without notice (interrupted, failed) is no longer listed, the
+    others are, and removing it afterwards is no error."""
+    assert stand_in.lose is not None
+    provider = stand_in.provider()
+    with _cleaned(provider):
+        lost, kept = _create(provider, _names(provider, 2), launch)
+        wait_for(provider, lambda seen: _ids(seen) == {lost.id, kept.id}, timeout, "listing")
+        stand_in.lose(lost)
+        seen = wait_for(provider, lambda seen: lost.id not in _ids(seen), timeout, "the loss")
+        assert [(i.id, i.node) for i in seen] == [(kept.id, kept.node)], seen
+        provider.remove([lost])
+
+
+def _full(stand_in: StandIn) -> Provider:
+    assert stand_in.full is not None, f"{stand_in.name} cannot run out of capacity"
+    return stand_in.full()
 
 
 def _names(provider: Provider, count: int) -> list[str]:
@@ -216,9 +339,15 @@ CHECKS: tuple[Callable[[Provider, Launch], None], ...] = (
     check_each_name_once,
     check_remove_only_given,
     check_remove_is_idempotent,
+    check_create_retried,
 )
 # checks of several providers a factory makes: check(make, group, cluster, launch)
 GROUP_CHECKS: tuple[Callable[[ProviderFactory, NodeGroup, str, Launch], None], ...] = (
     check_found_again,
     check_instances_are_this_groups_only,
+)
+# checks of what goes wrong: check(stand_in, launch)
+FAILURE_CHECKS: tuple[Callable[[StandIn, Launch], None], ...] = (
+    check_out_of_capacity,
+    check_lost_instance,
 )

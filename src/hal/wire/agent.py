@@ -274,6 +274,15 @@ class ArtifactPin(WireModel):
     kind: str = "program"  # "archive": unpacked; "program": kept as it is
 
 
+class PythonEnvPin(WireModel):
+    """A job's Python environment: the node builds it from ``files`` once per ``sha256``
+    (hal.core.pyenv, hal.agent.pyenvs)."""
+
+    kind: str  # "requirements" or "uv"
+    sha256: str
+    files: dict[str, str]  # file name -> content
+
+
 class Launch(WireModel):
     """Run a job's batch script on this node (the job's first node)."""
 
@@ -306,6 +315,8 @@ class Launch(WireModel):
     array_task_id: int | None = None
     # --artifact: what the node deploys before it runs the job or a step of it
     artifacts: list[ArtifactPin] = Field(default_factory=list)
+    # --python-env: the environment the node builds (or reuses) and activates for it
+    python_env: PythonEnvPin | None = None
 
 
 class Signal(WireModel):
@@ -424,12 +435,14 @@ class StepInput(WireModel):
 
 
 class Prefetch(WireModel):
-    """Fetch a job's artifacts now, on a node of its other than the batch node: its
-    steps there then start without waiting for them (docs/user/artifacts.md)."""
+    """Fetch a job's artifacts (and build its Python environment) now, on a node of its
+    other than the batch node: its steps there then start without waiting for them
+    (docs/user/artifacts.md, docs/user/environments.md)."""
 
     op: Literal["prefetch"] = "prefetch"
     job_id: int
     artifacts: list[ArtifactPin]
+    python_env: PythonEnvPin | None = None
 
 
 Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepInput | StepSignal | Prefetch

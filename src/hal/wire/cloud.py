@@ -30,6 +30,10 @@ class CloudGroupInfo(WireModel):
     instances: list[CloudNodeInfo] = Field(default_factory=list)
     resting_until: float | None = None  # after a failure, nothing is created till then
     last_error: str = ""
+    # its provider failed or did not answer (last_error says how); a capacity answer
+    # leaves it healthy; healthy again once a listing succeeds
+    healthy: bool = True
+    unhealthy_since: float | None = None
     created: int = 0  # nodes created since the server started
     removed: int = 0
     boot_failures: int = 0

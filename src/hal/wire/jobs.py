@@ -175,6 +175,7 @@ class JobInfo(WireModel):
     placement: str | None = None
     data: list[str] = Field(default_factory=list)  # --data: input cache keys
     artifacts: list[str] = Field(default_factory=list)  # --artifact, pinned: NAME@VERSION
+    python_env: str | None = None  # --python-env: "requirements:SHA256" or "uv:SHA256"
     near: list[str] = Field(default_factory=list)  # --near rules, e.g. "job:12@node"
     feedback_goal: str = ""  # --feedback-goal, e.g. "samples_per_s:max,latency_ms:min"
     apart: list[str] = Field(default_factory=list)  # --apart rules, e.g. "preferred=name:db@leaf"

@@ -53,7 +53,8 @@ class NodeList(WireModel):
 
 class NodeUpdate(WireModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
-    state: str = Field(pattern="^(DRAIN|UP|DOWN|RESUME)$")
+    # POWER_DOWN / POWER_UP: an owned node powered down or up ([power], docs/admin/power.md)
+    state: str = Field(pattern="^(DRAIN|UP|DOWN|RESUME|POWER_DOWN|POWER_UP)$")
     reason: str = Field(default="", max_length=1024)
 
 

@@ -120,6 +120,9 @@ class JobSubmit:
     # --artifact: "NAME[@VERSION]" (each may list several, comma-separated); pinned to
     # their content at submission (docs/user/artifacts.md)
     artifacts: list[Annotated[str, MaxLen(4096)]] = field(default_factory=list)
+    # --python-env: the lock files, {"requirements.txt": TEXT} or {"pyproject.toml": TEXT,
+    # "uv.lock": TEXT}; each node builds the environment once (docs/user/environments.md)
+    python_env: Annotated[dict[str, str] | None, MaxLen(2)] = None
     reservation: Annotated[str, MaxLen(256)] = ""  # --reservation: run in this reservation
     licenses: Annotated[str | None, MaxLen(4096)] = None  # -L "matlab:2,ansys" (Slurm's)
     # the submitter's umask, 3-4 octal digits ("0022"): the job runs with it and finds it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime as dt
 import socket
 import time
 from pathlib import Path
@@ -87,6 +88,85 @@ def test_refetch_after_an_origin_overwrite_returns_the_new_value(tree: Tree) -> 
     assert tree.cp.holders("model", "l1") == ["l1", "b1", "root"]
     # a leaf that never had it gets the new value as well
     assert tree["l2"].client().get("model") == b"v2"
+
+
+def _forget(tree: Tree, key: str, holders: list[str]) -> None:
+    """Clear the key's holder list in the control plane, as its API allows anyone to."""
+    stamp = dt.datetime.now(dt.UTC).isoformat()
+    for iid in holders:
+        event = {"eventType": "key_evicted", "timestamp": stamp, "key": key}
+        resp = tree.cp.http.post("/events", json={"instanceId": iid, **event})
+        assert resp.status_code == 202, resp.text
+    assert not set(holders) & set(tree.cp.holders(key))
+
+
+def test_a_node_serves_its_own_copy_when_the_map_does_not_list_it(tree: Tree) -> None:
+    """The control plane's map lags (or lost the key's holders): the branch and the root
+    still hold the value, so readers get it at once, not nil until the next full
+    inventory, and the map catches up from the nodes that served it."""
+    root = tree["root"].client()
+    root.set("lagging", b"v")
+    assert tree["l1"].client().get("lagging") == b"v"
+    wait_for(lambda: set(tree.cp.holders("lagging")) == {"root", "b1", "l1"}, 5, "the pull")
+    _forget(tree, "lagging", ["root", "b1", "l1"])
+    assert tree.cp.holders("lagging") == []
+    # l2 misses; b1 holds a pulled copy that nothing calls stale: it serves it
+    assert tree["l2"].client().get("lagging") == b"v"
+    # l3 misses; b2 does not have it; the root's own write is served through b2
+    assert tree["l3"].client().get("lagging") == b"v"
+    wait_for(
+        lambda: {"root", "b1", "l2", "b2", "l3"} <= set(tree.cp.holders("lagging")),
+        5,
+        "the nodes that served their copies to report them again",
+    )
+    assert tree.cp.holders("lagging", "l2")[:3] == ["l2", "b1", "root"]
+
+
+def test_a_copy_the_map_lost_is_not_passed_on_once_the_origin_rewrote_it(tree: Tree) -> None:
+    """b1's copy left the map, then the root rewrote the key: nothing marked b1's copy
+    stale, but the map lists a fresh holder, so b1 fetches rather than pass on its own."""
+    root = tree["root"].client()
+    root.set("lost-then-rewritten", b"v1")
+    assert tree["l1"].client().get("lost-then-rewritten") == b"v1"
+    wait_for(lambda: "b1" in tree.cp.holders("lost-then-rewritten"), 5, "b1's copy reported")
+    _forget(tree, "lost-then-rewritten", ["b1", "l1"])
+    root.set("lost-then-rewritten", b"v2")
+    assert tree["l2"].client().get("lost-then-rewritten") == b"v2"
+    assert tree["b1"].client().get("lost-then-rewritten") == b"v2"
+
+
+def test_a_leaf_drops_a_copy_made_stale_and_reports_the_new_one(tree: Tree) -> None:
+    """The root rewrites a key a leaf holds: the leaf's copy leaves ``locate`` and, with
+    no read asking, the leaf stops serving it (its heartbeat answer names it); the next
+    read fetches the new value, which the leaf reports."""
+    root, leaf = tree["root"].client(), tree["l3"].client()
+    root.set("rewritten", b"v1")
+    assert leaf.get("rewritten") == b"v1"
+    wait_for(lambda: "l3" in tree.cp.holders("rewritten"), 5, "the leaf's copy reported")
+    root.set("rewritten", b"v2")
+    assert tree.cp.holders("rewritten", "l3") == ["root"]
+    wait_for(lambda: leaf.exists("rewritten") == 0, 5, "the leaf to drop its stale copy")
+    assert leaf.get("rewritten") == b"v2"
+    wait_for(
+        lambda: tree.cp.holders("rewritten", "l3") == ["l3", "b2", "root"],
+        5,
+        "the new copies reported",
+    )
+    # an origin write at a leaf is never dropped, even after another origin write
+    written = dt.datetime.now(dt.UTC)
+    tree["l2"].client().set("rewritten", b"v3")
+    wait_for(lambda: leaf.exists("rewritten") == 0, 5, "l3 to drop its copy, stale again")
+    wait_for(
+        lambda: (
+            dt.datetime.fromisoformat(
+                tree.cp.http.get("/instances/l2").json()["lastHeartbeat"].replace("Z", "+00:00")
+            )
+            > written + dt.timedelta(seconds=0.7)
+        ),
+        5,
+        "l2 to heartbeat after its write",
+    )
+    assert tree["l2"].client().get("rewritten") == b"v3"
 
 
 def test_ttl_follows_the_copy_down_and_expiry_is_reported(tree: Tree) -> None:

@@ -755,3 +755,66 @@ def test_a_job_that_would_wait_long_gets_a_node_unless_it_says_never(
     assert "--burst-after=never" in burst.why
     made = created_nodes(cloud)
     assert made == [("burst1", "burst", [eager])]
+
+
+def test_a_group_out_of_capacity_rests_and_its_job_goes_to_the_next_group(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """The cheap group has no capacity (the local provider's ``capacity = 0``, as a
+    cloud out of machines answers): in the same pass the job's node is made in the dear
+    group; the cheap group rests, healthy, with the capacity answer as its error."""
+    cheap = group_toml("cheap", "cheap[1-2]", cpus=4, price=0.1) + (
+        "[cloud.groups.local]\ncapacity = 0\n"
+    )
+    dear = group_toml("dear", "dear[1-2]", cpus=4, price=1.0)
+    cloud = start_cloud(config_toml(cheap, dear))
+    job = cloud.sbatch("-c", "4", "--wrap", "true")
+    assert cloud.wait_done(job).nodes == ["dear1"]
+    [failed] = cloud.kinds("cloud.create_failed")
+    assert failed.data["group"] == "cheap" and failed.data["capacity"] is True
+    created = created_nodes(cloud)
+    assert created[0] == ("dear1", "dear", [job])
+    assert failed.id < cloud.kinds("cloud.node_created")[0].id
+    with cloud.server.client() as c:
+        groups = {g.name: g for g in c.cloud_status().groups}
+    assert groups["cheap"].healthy and groups["cheap"].resting_until is not None
+    assert "holds at most 0 instance" in groups["cheap"].last_error
+    assert groups["dear"].healthy and not groups["dear"].last_error
+
+
+def test_a_provider_that_does_not_answer_is_unhealthy_and_jobs_go_elsewhere(
+    start_cloud: Callable[[str], Cloud], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Lambda group whose endpoint refuses connections is the cheapest that holds the
+    job: its listing fails, it is marked unhealthy with the reason, and the job's node
+    is made in the local group; `hal cloud` says so."""
+    monkeypatch.setenv("LAMBDA_API_KEY", "test-key")
+    dead = f"http://127.0.0.1:{free_port()}"
+    gpu = f"""
+[[cloud.groups]]
+name = "gpu"
+provider = "lambda"
+nodes = "gpu[1-2]"
+cpus = 4
+memory = "2G"
+price_per_hour = 0.01
+[cloud.groups.lambda]
+instance_type = "gpu_1x_a100"
+regions = ["us-tx-1"]
+ssh_key_names = ["hal"]
+endpoint_url = "{dead}"
+timeout_seconds = 2
+"""
+    cloud = start_cloud(config_toml(gpu, group_toml("burst", "burst[1-2]", cpus=4, price=1.0)))
+    job = cloud.sbatch("-c", "4", "--wrap", "true")
+    assert cloud.wait_done(job).nodes == ["burst1"]
+    with cloud.server.client() as c:
+        groups = {g.name: g for g in c.cloud_status().groups}
+    assert not groups["gpu"].healthy and groups["gpu"].unhealthy_since is not None
+    assert f"listing instances: Lambda Cloud (group gpu): could not list instances: {dead}" in (
+        groups["gpu"].last_error
+    )
+    assert groups["gpu"].resting_until is not None  # (the alert HalCloudGroupResting)
+    assert groups["burst"].healthy
+    shown = cloud.server.cli("cloud").stdout
+    assert re.search(r"^gpu: UNHEALTHY for \d+:\d\d:\d\d: its provider fails", shown, re.M), shown

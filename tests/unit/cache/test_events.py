@@ -230,3 +230,30 @@ def test_events_of_a_deregistered_instance_are_refused_and_change_nothing(api: A
     assert api.holders("k", "l1") == ["l1"]
     assert api.holders("k2") == [] and api.holders("k3") == []
     assert api.get("/v1/content/instances/root/keys").json()["total"] == 0
+
+
+def test_stale_copies_are_named_to_their_holders_on_heartbeat_and_locate(api: Api) -> None:
+    """HAL's ``halStale``: a node's local hits never ask the control plane, so its
+    heartbeat answer names its stale copies; locate names the stale holders (never among
+    ``instances``) so a node the map does not list can tell stale from not-yet-known."""
+    api.tree()
+    api.event("root", "k", ts="2025-01-01T00:00:00Z")
+    api.event("b1", "k", source="root", ts="2025-01-01T00:00:01Z")
+    api.event("l1", "k", source="b1", ts="2025-01-01T00:00:02Z")
+    beat = api.post("/v1/instances/l1/heartbeat", json={}).json()
+    assert "halStale" not in beat
+    assert "halStale" not in api.get("/v1/content/locate/k").json()
+    api.event("root", "k", etype="key_updated", ts="2025-01-01T00:00:03Z")
+    assert api.post("/v1/instances/l1/heartbeat", json={}).json()["halStale"] == ["k"]
+    assert "halStale" not in api.post("/v1/instances/root/heartbeat", json={}).json()
+    located = api.get("/v1/content/locate/k", params={"sourceInstanceId": "l1"}).json()
+    assert located["halStale"] == ["b1", "l1"]
+    assert [i["instanceId"] for i in located["instances"]] == ["root"]
+    api.restart()
+    assert api.post("/v1/instances/b1/heartbeat", json={}).json()["halStale"] == ["k"]
+    # dropped (or pulled again): no longer named
+    api.event("l1", "k", etype="key_evicted", ts="2025-01-01T00:00:04Z")
+    api.event("b1", "k", source="root", ts="2025-01-01T00:00:05Z")
+    assert "halStale" not in api.post("/v1/instances/l1/heartbeat", json={}).json()
+    assert "halStale" not in api.post("/v1/instances/b1/heartbeat", json={}).json()
+    assert "halStale" not in api.get("/v1/content/locate/k").json()

@@ -53,3 +53,16 @@ def test_no_groups_says_where_to_look() -> None:
     assert render(CloudStatus(), now=0.0) == (
         "no node groups: hal.toml has no [cloud] groups (docs/admin/cloud.md)\n"
     )
+
+
+def test_an_unhealthy_group_says_so_and_since_when() -> None:
+    gpu = CloudGroupInfo(
+        name="gpu", provider="lambda", nodes=["g1"], cpus=16, memory_bytes=1 << 30,
+        idle_seconds=0, boot_timeout_seconds=600, resting_until=220.0, healthy=False,
+        unhealthy_since=10.0, last_error="listing instances: Lambda Cloud (group gpu): no answer",
+    )  # fmt: skip
+    assert render(CloudStatus(groups=[gpu]), now=100.0).splitlines()[-3:] == [
+        "gpu: UNHEALTHY for 0:01:30: its provider fails or does not answer",
+        "gpu: resting for 0:02:00",
+        "gpu: last error: listing instances: Lambda Cloud (group gpu): no answer",
+    ]

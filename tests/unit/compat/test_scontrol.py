@@ -353,6 +353,15 @@ def test_update_node_state_as_hal_drain() -> None:
     ]
 
 
+def test_update_node_power_down_and_up_are_sent_as_they_are() -> None:
+    """Slurm's state=power_down / power_up (any case), no reason needed: the server's
+    power saving carries them out (docs/admin/power.md)."""
+    client = cluster()
+    assert call(client, "scontrol", "update", "NodeName=vm", "State=power_down").rc == 0
+    assert call(client, "scontrol", "update", "Node=vm", "State=POWER_UP").rc == 0
+    assert client.node_updates == [("vm", "POWER_DOWN", ""), ("vm", "POWER_UP", "")]
+
+
 def test_update_node_refusals() -> None:
     """Each refusal worded as Slurm 22.05.8's (session 49), HAL's hint on a later line."""
     client = cluster()
@@ -362,7 +371,7 @@ def test_update_node_refusals() -> None:
         assert result.err == (
             "You must specify a reason when DOWNING or DRAINING a node. Request denied\n"
         )
-    for state in ("FUTURE", "fail", "NoResp", "power_down", "POWER_UP"):
+    for state in ("FUTURE", "fail", "NoResp", "power_down_asap", "POWER_DOWN_FORCE"):
         other = call(client, "scontrol", "update", "NodeName=vm", f"State={state}", "Reason=x")
         assert other.rc == 1
         assert other.err.splitlines()[0] == "slurm_update error: Invalid node state specified"

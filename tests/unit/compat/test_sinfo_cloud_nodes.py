@@ -239,3 +239,38 @@ def test_scontrol_show_partition_counts_the_cloud_nodes() -> None:
     assert "   Nodes=cloud[1-4],localhost" in lines
     assert "   State=UP TotalCPUs=20 TotalNodes=5 SelectTypeParameters=NONE" in lines
     assert "   TRES=cpu=20,mem=31593M,node=5" in lines
+
+
+def owned(name: str, display: str, flags: list[str], **changes: Any) -> NodeInfo:
+    """An owned node in a ``[power]`` phase: drained in its record, shown as up."""
+    return node(name, cpus=4, state="DRAIN", display_state=display, state_flags=flags, **changes)
+
+
+def test_owned_nodes_in_power_phases_show_slurms_marks_and_flags() -> None:
+    """``[power]`` (docs/admin/power.md): the marks and ``State=`` flags of Slurm's
+    power saving on owned nodes, with no CLOUD flag; ``-t`` selects each phase."""
+    client = FakeClient(
+        node_list=[
+            owned("n1", "idle", ["POWERED_DOWN"]),
+            owned("n2", "idle", ["POWERING_DOWN"]),
+            owned("n3", "idle", ["NOT_RESPONDING", "POWERING_UP"]),
+            owned("n4", "mix", ["POWER_DOWN"], cpus_alloc=2),
+        ],
+        partition_list=[partition("debug", default=True, nodes=["n1", "n2", "n3", "n4"])],
+    )
+    assert call(client, "sinfo", "-h", "-N", "-o", "%N %t").lines == [
+        "n1 idle~",
+        "n2 idle%",
+        "n3 idle#",
+        "n4 mix!",
+    ]
+    shown = call(client, "scontrol", "-o", "show", "node").out
+    for state in (
+        "State=IDLE+POWERED_DOWN ",
+        "State=IDLE+POWERING_DOWN ",
+        "State=IDLE+NOT_RESPONDING+POWERING_UP ",
+        "State=MIXED+POWER_DOWN ",
+    ):
+        assert state in shown
+    for name, want in (("power_down", "n4"), ("powered_down", "n1"), ("pow_dn", "n4")):
+        assert call(client, "sinfo", "-h", "-N", "-t", name, "-o", "%N").lines == [want]

@@ -61,7 +61,28 @@ def group(**changes: Any) -> dict[str, Any]:
         ({"groups": [group(cpu=2)]}, "cloud.groups[0].cpu: unknown key (did you mean 'cpus'?)"),
         ({"intervall_seconds": 1}, "cloud.intervall_seconds: unknown key"),
         ({"groups": [group(memory=None)]}, "cloud.groups[0].memory: is required"),
-        ({"groups": [group(provider="gcp")]}, "must be one of local, ec2 (got 'gcp')"),
+        ({"groups": [group(provider="gcp")]}, "must be one of local, ec2, lambda (got 'gcp')"),
+        ({"groups": [group(market="preemptible")]}, "market: must be one of on_demand, spot"),
+        (
+            {"groups": [group(provider="lambda", market="spot")]},
+            "provider 'lambda' lends no spot capacity (spot: ec2); write market = \"on_demand\"",
+        ),
+        (
+            {"groups": [group(provider="ec2", market="spot", max_price="1")]},
+            "max_price: must be a number",
+        ),
+        (
+            {"groups": [group(provider="ec2", max_price=0.5)]},
+            'applies to spot groups only: add market = "spot"',
+        ),
+        (
+            {"groups": [group(ec2={"region": "x"}, provider="ec2", market="spot", max_price=-1)]},
+            "max_price: must be a number >= 0",
+        ),
+        (
+            {"groups": [group(local={"agent_args": ["a", 1]})]},
+            "local.agent_args: must be a string, a number or a list of strings",
+        ),
         ({"groups": [group(memory="lots")]}, "invalid --memory value 'lots'"),
         ({"groups": [group(cpus=0)]}, "cloud.groups[0].cpus: must be a whole number >= 1"),
         ({"groups": [group(features=["a b"])]}, "cloud.groups[0].features"),
@@ -142,3 +163,12 @@ def test_burst_settings_read() -> None:
 )
 def test_bad_burst_settings_are_refused(table: dict[str, Any], says: str) -> None:
     assert says in refusal(table)
+
+
+def test_a_spot_group_and_list_settings_are_taken() -> None:
+    spot = group(provider="ec2", market="spot", max_price=0.25, ec2={"region": "r"})
+    lam = group(name="h", nodes="h1", provider="lambda", **{"lambda": {"regions": ["a", "b"]}})
+    groups = config_from_dict({"cloud": {"groups": [spot, lam]}}).cloud.groups
+    assert (groups[0].market, groups[0].max_price) == ("spot", 0.25)
+    assert (groups[1].market, groups[1].max_price) == ("on_demand", 0.0)
+    assert groups[1].settings == {"regions": "a,b"}

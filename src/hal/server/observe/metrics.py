@@ -40,6 +40,7 @@ from hal.server.observe.artifactmetrics import artifact_metrics
 from hal.server.observe.cloudmetrics import cloud_metrics
 from hal.server.observe.feedbackmetrics import feedback_metrics
 from hal.server.observe.harmonicmetrics import HarmonicStats, harmonic_metrics
+from hal.server.observe.powermetrics import power_metrics
 from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
 from hal.state.retention import Purged
@@ -421,6 +422,7 @@ class _StateCollector(Collector):
         yield from _htc_metrics(m.htc_stats())
         yield from _data_metrics(m.data_stats())
         yield from cloud_metrics(m.cloud_stats())
+        yield from power_metrics(cluster)
         yield from harmonic_metrics(m.harmonic_stats())
         yield from feedback_metrics(m.feedback_latest())
         yield from artifact_metrics(m.artifacts)
