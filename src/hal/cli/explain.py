@@ -10,7 +10,7 @@ from hal.client import HalClient
 from hal.core.states import PendingReason
 
 if TYPE_CHECKING:
-    from hal.wire.priority import ExplainInfo
+    from hal.wire.priority import BurstInfo, ExplainInfo
 
 
 def add_commands(sub: Any) -> None:
@@ -78,7 +78,7 @@ def explain_lines(info: ExplainInfo) -> list[str]:
     return lines
 
 
-def burst_lines(b: Any) -> list[str]:
+def burst_lines(b: BurstInfo) -> list[str]:
     """The autoscaler's comparison ([cloud]): its expected start on the nodes there
     against each group's boot + its patience, and each group's expected cost."""
     here = "none known" if b.expected_start is None else _when(b.expected_start)
