@@ -84,3 +84,7 @@ class AgentConfig:
     # how often the running jobs' TCP traffic is read for the long poll (hal.agent.traffic,
     # AgentSync.traffic); 0 = never
     traffic_interval_seconds: float = 10.0
+    # the instance metadata service read for the provider's interruption notices
+    # (hal.agent.interruption), e.g. http://169.254.169.254 on EC2; "" = none (the default)
+    interruption_notice: str = ""
+    interruption_interval_seconds: float = 5.0  # how often it is read

@@ -60,7 +60,7 @@ KINDS: dict[str, Callable[[str, Isolation, int], tuple[int, int]]] = {
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     sock = socket.socket(fileno=int(args[0]))
-    isolation = Isolation(*args[1:5])
+    isolation = Isolation(*args[1:6])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent says when: EOF on the socket
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # exited supervisors are reaped for us
     while True:

@@ -20,6 +20,13 @@ cgroups in the cgroup1 ``devices`` hierarchy, or ``""`` (off). So does the CPU f
 (``hal.agent.cpusets``): ``cores`` is ``"cgroup2"`` (the job's own cgroup), the folder of
 the job cgroups in the cgroup1 ``cpuset`` hierarchy, or ``""`` (off).
 
+On a hybrid host (cgroup1 controllers, and the cgroup2 hierarchy mounted beside them
+without any, as ``/sys/fs/cgroup/unified``) a cgroup1 agent also places each job in
+``<unified>/hal/<agent>/job_<id>.<n>`` (``accounting``): a cgroup2 cgroup without
+controllers still counts its CPU time (``cpu.stat``) and its pressure stalls
+(``cpu.pressure``, ``memory.pressure``, ``io.pressure``), which the job's profile reads
+(``hal.agent.profile``). Nothing is limited there.
+
 A job step's tasks run in ``job_<id>.<n>/step_<m>`` (``create_step_group``), inside the
 job's cgroup and its limit, made for them on a node where the job has no batch script.
 
@@ -76,6 +83,9 @@ class Isolation:
     base: str = ""  # the node's cgroup directory (cgroup backends)
     devices: str = ""  # GPU device isolation: "bpf", cgroup1's devices folder, or "" (off)
     cores: str = ""  # the CPU fence: "cgroup2", cgroup1's cpuset folder, or "" (off)
+    # a cgroup1 agent's folder in the cgroup2 hierarchy of a hybrid host, for accounting
+    # only (CPU time, pressure stalls); "" elsewhere
+    accounting: str = ""
 
     @property
     def watchdog(self) -> bool:
@@ -118,6 +128,8 @@ class Isolation:
         self._limit(path, memory_bytes)
         self._constrain(path, denied_gpus)
         fenced = self._fence(path, cpus)
+        if accounting := self.accounting_group(path):
+            _make_group(accounting)
         if owner is not None:
             files = ("cgroup.procs", "tasks") if self.kind == "cgroup1" else ("cgroup.procs",)
             for folder in {path, fenced or path}:  # (cgroup1's cpuset cgroup besides)
@@ -169,9 +181,16 @@ class Isolation:
         (the same path below the cpuset folder; "" where there is none)."""
         return _mirror(self.cores, self.base, group)
 
+    def accounting_group(self, group: str) -> str:
+        """The cgroup2 accounting cgroup of the job or step whose cgroup1 cgroup is
+        ``group`` on a hybrid host (the same path below ``accounting``; "" elsewhere)."""
+        return _mirror(self.accounting, self.base, group)
+
     def _mirrors(self, group: str) -> list[str]:
-        """The job's or step's cgroup1 devices and cpuset cgroups that exist."""
+        """The job's or step's cgroup1 devices and cpuset cgroups and its accounting
+        cgroup that exist."""
         found = [self._device_group(group), self._cpuset_group(group)]
+        found.append(self.accounting_group(group))
         return [m for m in found if m and os.path.isdir(m)]
 
     def _limit(self, path: str, memory_bytes: int) -> None:
@@ -230,6 +249,9 @@ class Isolation:
             _kill_procs(path)  # an earlier agent's, killed before its cleanup
         if self.devices and self.devices != BPF:  # its tasks join a devices cgroup too
             _make_group(self._device_group(path))
+        if self.accounting:  # (in the job's: made with the batch script's, or here)
+            os.makedirs(self.accounting_group(job), exist_ok=True)
+            _make_group(self.accounting_group(path))
         self._constrain(path, step_denied)
         self._limit(path, step_memory_bytes)
         self._fence(path, step_cpus)
@@ -296,6 +318,9 @@ class Isolation:
             cpuset = self._cpuset_group(group)  # (none for a job not bound)
             if cpuset and os.path.isdir(cpuset):
                 write(cpuset, "cgroup.procs", os.getpid())
+            accounting = self.accounting_group(group)
+            if accounting:  # (best effort: it only counts)
+                _write_optional(accounting, "cgroup.procs", os.getpid())
         elif self.kind == "rlimit" and memory_bytes > 0 and not gpus:
             # GPU runtimes reserve terabytes of address space; RLIMIT_AS would break them.
             cap = max(memory_bytes * RLIMIT_AS_FACTOR, memory_bytes + GiB)
@@ -303,7 +328,7 @@ class Isolation:
 
     def release(self) -> None:
         """Remove the node's cgroup directory if no job uses it (at agent stop)."""
-        mirrors = ("" if self.devices == BPF else self.devices, self.cores)
+        mirrors = ("" if self.devices == BPF else self.devices, self.cores, self.accounting)
         for folder in (self.base, *mirrors):
             if folder and folder != CPUSET_V2:
                 with contextlib.suppress(OSError):
@@ -397,7 +422,8 @@ def detect_isolation(choice: str, name: str, devices: str = "no", cores: str = "
             f"isolation {found.kind}. Use constrain_cores=auto or no",
             field="constrain_cores",
         )
-    return Isolation(found.kind, found.base, control, fence)
+    accounting = _prepare_accounting(name) if found.kind == "cgroup1" else ""
+    return Isolation(found.kind, found.base, control, fence, accounting)
 
 
 def _cgroup_backend(choice: str, name: str) -> Isolation:
@@ -412,6 +438,21 @@ def _cgroup_backend(choice: str, name: str) -> Isolation:
             field="isolation",
         )
     return Isolation("rlimit")
+
+
+def _prepare_accounting(name: str) -> str:
+    """The agent's folder ``hal/<name>`` (made here) in the cgroup2 hierarchy mounted
+    beside cgroup1 on a hybrid host, where it has pressure-stall files; "" where there
+    is none, it has no pressure figures (PSI off) or it is not ours to write."""
+    mount = _mount_of("cgroup2", "")
+    if not mount or not os.path.exists(os.path.join(mount, "cpu.pressure")):
+        return ""
+    base = os.path.join(mount, "hal", name)
+    try:
+        os.makedirs(base, exist_ok=True)
+    except OSError:
+        return ""
+    return base
 
 
 def _prepare_devices(kind: str, name: str) -> str:

@@ -71,7 +71,7 @@ class StepLauncher:
         # agent's, so the launcher imports the same hal.
         args = [sys.executable, "-P", "-m", "hal.agent.forkserver", str(theirs.fileno())]
         iso = self.isolation
-        args += [iso.kind, iso.base, iso.devices, iso.cores]
+        args += [iso.kind, iso.base, iso.devices, iso.cores, iso.accounting]
         self._process = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
         theirs.close()
         ours.setblocking(False)

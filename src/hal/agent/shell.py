@@ -5,7 +5,9 @@ its commands are carried out here (reports, syncs) or by the I/O halves the shel
 ``batch.BatchShell`` (batch jobs' supervisors and files) and ``steps.StepShell`` (job
 steps' keepers and folders), which feed what they observe back the same way.
 ``usage.UsageSampler`` measures what runs for each long poll, ``traffic.TrafficSampler``
-the running jobs' TCP traffic.
+the running jobs' TCP traffic, and with ``interruption_notice`` set
+``interruption.NoticePoller`` reads the provider's notices that the machine is going
+(each sent with the syncs until one is answered, at once through the flush loop).
 
 These tasks run under one task group until ``stop`` is set:
 
@@ -75,6 +77,7 @@ from hal.agent.events import (
 from hal.agent.gpus import GpuInventory, configured_gpus, device_choice
 from hal.agent.gpuusage import GpuSampler
 from hal.agent.instructions import InstructionStream
+from hal.agent.interruption import NoticePoller
 from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
 from hal.agent.launcher import StepLauncher
 from hal.agent.metrics import (
@@ -108,6 +111,7 @@ from hal.wire.agent import (
     AgentRegister,
     AgentSync,
     Cancel,
+    InterruptionNotice,
     JobTraffic,
     JobUsage,
     Launch,
@@ -168,7 +172,10 @@ class AgentShell:
         self.usage = UsageSampler()  # running jobs' and step tasks' samples; GPU health
         # running jobs' TCP traffic, every traffic_interval_seconds (a long poll's)
         self.traffic = TrafficSampler(config.traffic_interval_seconds)
+        self.usage.net_rates = self.traffic.job_rates  # (the jobs' profiles)
         self._registered = False
+        # the provider's latest notice of each kind not yet sent in an answered sync
+        self._notices: dict[str, InterruptionNotice] = {}
         self._instructions = InstructionStream()  # each instruction once, in order
         self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
         self._retry_cap = config.max_backoff_seconds  # (the server's timeout lowers it)
@@ -238,14 +245,15 @@ class AgentShell:
                 device_choice(self.config, self._gpus),
                 fence_choice(self.config.constrain_cores, self.cpus),
             )
-            self.batch.isolation = self.steps.isolation = self.isolation
+            self.batch.isolation = self.steps.isolation = self.usage.isolation = self.isolation
             self.batch.gpus = self.steps.gpus = self._gpus
             log.info(
-                "agent %s: isolation %s %s, GPU devices %s, jobs bound to CPUs %s (fenced: "
+                "agent %s: isolation %s %s%s, GPU devices %s, jobs bound to CPUs %s (fenced: "
                 "%s), state in %s",
                 self.config.node,
                 self.isolation.kind,
                 self.isolation.base,
+                f" (accounting {self.isolation.accounting})" if self.isolation.accounting else "",
                 self.isolation.devices or "not isolated",
                 compress_indices(list(self.cpus.cpus)) if self.cpus.enabled else "no",
                 self.isolation.cores or "no",
@@ -274,6 +282,12 @@ class AgentShell:
                 ]
                 if isinstance(self.channel, OutputChannel):
                     loops.append(tasks.create_task(self._output_loop(self.channel)))
+                if self.config.interruption_notice:
+                    poller = NoticePoller(
+                        self.config.interruption_notice,
+                        self.config.interruption_interval_seconds,
+                    )
+                    loops.append(tasks.create_task(poller.run(self._notice)))
                 await stop.wait()
                 for task in loops:
                     task.cancel()
@@ -381,6 +395,7 @@ class AgentShell:
                 counters.reconnects += 1
                 failing = False
             self._feed(StepsDelivered(sent, self.clock.now()))
+            self._notices_sent(request)
             self._apply(reply)
 
     async def _flush_loop(self) -> None:
@@ -394,7 +409,8 @@ class AgentShell:
             only_output = not self.machine.outbox and not self.machine.steps.interactive()
             await asyncio.sleep(STEP_COALESCE_SECONDS if only_output else FLUSH_COALESCE_SECONDS)
             self._reports_ready.clear()
-            if not self._registered or not (self.machine.outbox or self.machine.steps.pending()):
+            news = self.machine.outbox or self.machine.steps.pending() or self._notices
+            if not self._registered or not news:
                 continue  # the sync loop carries them once registered
             request, sent = self._sync_request(0.0)
             try:
@@ -405,6 +421,7 @@ class AgentShell:
                 continue
             self.counters.last_sync = self.clock.now()
             self._feed(StepsDelivered(sent, self.clock.now()))
+            self._notices_sent(request)
             self._apply(reply)
             if self.machine.steps.pending():
                 self._reports_ready.set()  # more than one sync's worth of output
@@ -495,8 +512,21 @@ class AgentShell:
             step_input_fed=steps.input_fed,
             gpu_problems=self.usage.gpu_problems,
             traffic=traffic or [],
+            notices=list(self._notices.values()),
         )
         return request, steps
+
+    def _notice(self, notice: InterruptionNotice) -> None:
+        """A notice the poller read: sent with the next sync, at once (a newer one of its
+        kind replaces one not yet sent: AgentSync takes one of each)."""
+        self._notices[notice.kind] = notice
+        self._sync_soon()
+
+    def _notices_sent(self, request: AgentSync) -> None:
+        """The notices ``request`` carried reached the server: not sent again."""
+        for notice in request.notices:
+            if self._notices.get(notice.kind) == notice:
+                del self._notices[notice.kind]
 
     def _apply(self, reply: AgentInstructions) -> None:
         now = self.clock.now()

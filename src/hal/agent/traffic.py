@@ -82,6 +82,9 @@ class TrafficSampler:
         self._counters: dict[int, tuple[int, int]] = {}  # cookie → (acked, received)
         self._read_at: float | None = None  # monotonic time of the last read that worked
         self._failing = False  # the last read failed (logged once, until one works)
+        # bytes a second each job's connections carried at the last read that reported
+        # (all of them, before the wire's bounds); None: none yet, or reads failing
+        self._rates: dict[JobKey, float] | None = None
 
     async def sample(self, watched: list[Supervised], tasks: list[TaskRef]) -> list[JobTraffic]:
         """The running jobs' traffic (``watched``: batch jobs' supervisors; ``tasks``:
@@ -110,6 +113,7 @@ class TrafficSampler:
             if not self._failing:
                 log.warning("no TCP traffic telemetry (tried again each interval): %s", err)
             self._failing = True
+            self._rates = None
             return []
         if self._failing:
             log.info("TCP traffic telemetry readable again")
@@ -119,7 +123,19 @@ class TrafficSampler:
         listening, flows = self._difference(sockets, owner)
         if first:
             return []  # where the counters stand: the next read reports from here
-        return self._reports(listening, flows, min(max(since, 1e-3), MAX_INTERVAL_S))
+        interval = min(max(since, 1e-3), MAX_INTERVAL_S)
+        self._rates = {
+            key: sum(f.bytes_sent + f.bytes_received for f in carried) / interval
+            for key, carried in flows.items()
+        }
+        return self._reports(listening, flows, interval)
+
+    def job_rates(self) -> dict[JobKey, float] | None:
+        """TCP bytes a second (sent + received) of each job that carried any at the last
+        read that reported (a job not in it: none); None while no read has reported
+        (off, the first read, sock_diag unreadable). The jobs' profiles take it
+        (``UsageSampler.net_rates``)."""
+        return self._rates if self.interval_seconds > 0 else None
 
     def _difference(
         self, sockets: list[TcpSocket], owner: Mapping[int, JobKey]

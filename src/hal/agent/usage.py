@@ -9,6 +9,11 @@ NVML read for those given GPUs (``gpuusage``: summed over each tree, a tally per
 per task). It keeps the most RSS each one's samples showed, which a job's end report
 takes when it is more than the supervisor's own figure (``finished``: sacct never shows
 less than sstat did), and its GPU tally (``JobReport.gpu``).
+
+With the same walk it reads each job's cumulative counters (its cgroups' CPU, memory,
+I/O and pressure-stall figures, or its processes' in ``/proc``), and sends the job's
+profile over the window since its previous sample (``hal.agent.profile``) with its
+usage (``JobUsage.profile``).
 """
 
 from __future__ import annotations
@@ -16,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from hal.agent.gpuusage import GpuSampler, GpuTally, ProcessGpu, use_of
+from hal.agent.isolation import Isolation
 from hal.agent.procfs import Usage, descendants, job_usage, tree_usage
+from hal.agent.profile import Counters, ProfileSampler, read_counters
 from hal.agent.records import ExitOutcome, StepKey
 from hal.agent.steps import StepShell, TaskRef
 from hal.host.process import start_ticks
@@ -31,10 +39,11 @@ log = logging.getLogger("hal.agent")
 # come back early with every launch); the server keeps the last sample until the next
 USAGE_MIN_INTERVAL_S = 2.0
 Supervised = tuple[int, int, int, int]  # (job, attempt, supervisor pid, its start ticks)
-# one usage sample: the jobs' (job, attempt, (RSS, CPU), GPU use), the step tasks'
-# ((job, run, step, rank, pid), (RSS, CPU)) and those tasks' GPU use by (step, rank)
+# one usage sample: the jobs' (job, attempt, (RSS, CPU), GPU use, profile counters),
+# the step tasks' ((job, run, step, rank, pid), (RSS, CPU)) and those tasks' GPU use by
+# (step, rank)
 _Sampled = tuple[
-    list[tuple[int, int, Usage, ProcessGpu | None]],
+    list[tuple[int, int, Usage, ProcessGpu | None, Counters]],
     list[tuple[TaskRef, Usage]],
     dict[tuple[StepKey, int], ProcessGpu],
 ]
@@ -50,6 +59,12 @@ class UsageSampler:
         self._gpu_tallies: dict[tuple[int, int], GpuTally] = {}  # jobs given GPUs
         self._health_read_at = 0.0  # monotonic time of that read
         self._sampled_at = -USAGE_MIN_INTERVAL_S  # monotonic time of the last sample
+        # where the jobs' cgroups are (the shell sets the agent's once detected)
+        self.isolation = Isolation("none")
+        # the traffic telemetry's bytes a second per (job, attempt) at its last read;
+        # None: it attributes none (the shell sets ``TrafficSampler.job_rates``)
+        self.net_rates: Callable[[], Mapping[tuple[int, int], float] | None] = lambda: None
+        self.profiles = ProfileSampler()  # each job's counters from sample to sample
 
     async def sample(
         self, watched: list[Supervised], gpu_jobs: set[int], steps: StepShell
@@ -72,24 +87,40 @@ class UsageSampler:
 
         def sample() -> _Sampled:
             # one NVML read for the jobs and the step tasks given GPUs here, and one walk
-            # of each process tree for its memory, CPU and GPU use
+            # of each process tree for its memory, CPU and GPU use and its profile's counters
             gpu = sampler.sample() if sampler is not None and read_gpus else None
-            jobs: list[tuple[int, int, Usage, ProcessGpu | None]] = []
+            step_tasks = []
+            task_gpu = {}
+            # each job's step tasks' processes and what they use, for its profile
+            task_pids: dict[tuple[int, int], list[int]] = {}
+            task_use: dict[tuple[int, int], Usage] = {}
+            for job_id, attempt, step_id, rank, root in tasks:
+                key = (job_id, attempt, step_id)
+                below = descendants(root)
+                use = tree_usage(root, below)
+                step_tasks.append(((*key, rank, root), use))
+                task_pids.setdefault((job_id, attempt), []).extend([root, *below])
+                rss, user, system = task_use.get((job_id, attempt), Usage(0, 0.0, 0.0))
+                task_use[(job_id, attempt)] = Usage(
+                    rss + use.rss_bytes, user + use.user_seconds, system + use.system_seconds
+                )
+                if gpu is not None and key in gpu_steps:
+                    # a task's tree is the task and the processes below it
+                    task_gpu[(key, rank)] = use_of([root, *below], gpu)
+            jobs: list[tuple[int, int, Usage, ProcessGpu | None, Counters]] = []
             for job_id, attempt, pid, ticks in watched:
                 if start_ticks(pid) != ticks:
                     continue  # not our supervisor any more: a recycled pid
                 below = descendants(pid)
-                use = use_of(below, gpu) if gpu is not None and job_id in on_gpus else None
-                jobs.append((job_id, attempt, job_usage(pid, below), use))
-            step_tasks = []
-            task_gpu = {}
-            for job_id, attempt, step_id, rank, root in tasks:
-                key = (job_id, attempt, step_id)
-                below = descendants(root)
-                step_tasks.append(((*key, rank, root), tree_usage(root, below)))
-                if gpu is not None and key in gpu_steps:
-                    # a task's tree is the task and the processes below it
-                    task_gpu[(key, rank)] = use_of([root, *below], gpu)
+                gpu_use = use_of(below, gpu) if gpu is not None and job_id in on_gpus else None
+                used = job_usage(pid, below)
+                counters = self._counters(
+                    (job_id, attempt),
+                    used,
+                    [pid, *below, *task_pids.get((job_id, attempt), ())],
+                    task_use.get((job_id, attempt), Usage(0, 0.0, 0.0)),
+                )
+                jobs.append((job_id, attempt, used, gpu_use, counters))
             return jobs, step_tasks, task_gpu
 
         sampled, step_tasks, task_gpu = (
@@ -101,7 +132,9 @@ class UsageSampler:
         current = {(job_id, attempt) for job_id, attempt, _, _ in watched}
         for key in self._gpu_tallies.keys() - current:  # ended (``finished`` took it)
             del self._gpu_tallies[key]
-        for job_id, attempt, (rss, user, system), gpu_use in sampled:
+        self.profiles.keep(current)
+        rates = self.net_rates()
+        for job_id, attempt, (rss, user, system), gpu_use, counters in sampled:
             peak = peaks[(job_id, attempt)] = max(rss, self._peaks.get((job_id, attempt), 0))
             tally = None
             if gpu_use is not None and (job_id, attempt) in current:
@@ -117,10 +150,34 @@ class UsageSampler:
                     user_cpu_seconds=user,
                     system_cpu_seconds=system,
                     gpu=tally.usage() if tally is not None else None,
+                    profile=self.profiles.profile(
+                        (job_id, attempt),
+                        counters,
+                        None if rates is None else rates.get((job_id, attempt), 0.0),
+                    ),
                 )
             )
         self._peaks = peaks  # (ended jobs' go)
         return usage, step_usage
+
+    def _counters(
+        self, key: tuple[int, int], used: Usage, pids: list[int], steps: Usage
+    ) -> Counters:
+        """The job ``key``'s profile counters now (in the sampling thread): from its
+        cgroups where it has them, else from ``pids`` (its processes: the supervisor, the
+        batch script's tree, its step tasks' trees) and the usage sampled for them (the
+        batch script's ``used``, its step tasks' ``steps``)."""
+        isolation = self.isolation
+        group = isolation.group_path(*key)
+        cgroup2 = group if isolation.kind == "cgroup2" else isolation.accounting_group(group)
+        return read_counters(
+            time.monotonic(),
+            proc_cpu_seconds=used.cpu_seconds + steps.cpu_seconds,
+            rss_bytes=used.rss_bytes + steps.rss_bytes,
+            pids=pids,
+            cgroup2=cgroup2,
+            cgroup1_memory=group if isolation.kind == "cgroup1" else "",
+        )
 
     def finished(self, job: tuple[int, int], status: ExitOutcome) -> ExitOutcome:
         """A job's end as its supervisor saw it, with what the samples add: MaxRSS the

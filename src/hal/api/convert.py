@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from hal.api.dependency_view import dependency_shown
 from hal.api.errors import field_path
 from hal.core.artifacts import ArtifactRef, parse_requests
+from hal.core.cloud_costs import RATE, rate_of, run_cost
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.feedback import format_goals, parse_goals
@@ -18,6 +19,7 @@ from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.patience import parse_patience
 from hal.core.preemption import PreemptionPolicy
+from hal.core.profiles import LATENCY_SENSITIVE, PROFILE_CLASS
 from hal.core.pyenv import PythonEnv, make_python_env
 from hal.core.states import JobState, PartitionState
 from hal.core.suspension import suspended_seconds
@@ -34,7 +36,7 @@ from hal.slurm.syntax import (
     parse_topology,
     parse_umask,
 )
-from hal.state import agents, preempt
+from hal.state import agents, interruptions, preempt
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.job_changes import PLACEMENT_NOTE
@@ -113,6 +115,7 @@ def to_spec(
         **placement,
         **accounting,
         feedback_goals=feedback_goals,
+        latency_sensitive=req.latency_sensitive,
     )
 
 
@@ -473,6 +476,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         exit_code=job.exit_code,
         exit_signal=job.exit_signal,
         **usage_fields(job, cluster),
+        **profile_fields(job, cluster),
         workdir=spec.workdir,
         script_path=spec.script_path,
         script_args=list(spec.script_args),
@@ -487,6 +491,8 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         if preempt.PREEMPT_TIME in job.extra
         else None,
         suspended_seconds=suspended_seconds(job, cluster.clock.now()),
+        interrupted_at=interruptions.interrupted_at(job.extra),
+        lost_work_seconds=interruptions.lost_work(job, job.state.value, job.end_time or 0.0),
         comment=spec.comment,
         wckey=spec.wckey,
         cancelled_by=job.cancelled_by,
@@ -514,7 +520,16 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         mail_user=spec.mail_user,
         cron=spec.cron.schedule if spec.cron is not None else None,
         interactive=spec.interactive,
+        cost=job_cost(job, cluster.clock.now()),
     )
+
+
+def job_cost(job: Job, now: float) -> float | None:
+    """What the job's cloud nodes cost in its current run (so far while it runs); None
+    where it holds no priced node."""
+    if job.start_time is None or RATE not in job.extra:
+        return None
+    return round(run_cost(rate_of(job.extra), job.start_time, job.end_time or now), 6)
 
 
 def usage_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
@@ -540,6 +555,17 @@ def usage_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
         "rss_bytes": usage.rss_bytes,
         "usage_time": at,
         "gpu_usage": usage.gpu,
+    }
+
+
+def profile_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
+    """How the job behaves (its agent's latest profile while it runs), the class that
+    put it in (kept after it ends), and whether it is latency-sensitive."""
+    sample = agents.usage_of(cluster, job)
+    return {
+        "profile": sample[1].profile if sample is not None else None,
+        "profile_class": job.extra.get(PROFILE_CLASS),
+        "latency_sensitive": job.extra.get(LATENCY_SENSITIVE) == "1",
     }
 
 

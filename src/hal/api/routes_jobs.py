@@ -256,8 +256,11 @@ async def _add_runs(ctx: Services, infos: list[JobInfo]) -> None:
                 start_time=row.start_time,
                 end_time=row.end_time,
                 nodes=list(allocation.nodes) if allocation is not None else [],
+                cost=row.cost or None,
                 max_rss_bytes=row.max_rss,
                 cpu_seconds=row.cpu_seconds,
+                interrupted_at=row.interrupted_at,
+                lost_work_seconds=row.lost_work,
             )
         )
 

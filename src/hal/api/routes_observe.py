@@ -31,7 +31,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingRes
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hal import __version__
-from hal.api.convert import usage_fields
+from hal.api.convert import job_cost, usage_fields
 from hal.api.deps import admin_dep, agent_dep, caller_dep, check_agent_node, services_dep
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job import Job
@@ -177,7 +177,7 @@ def _sample_json(s: object) -> dict[str, Any]:
     return {k: getattr(s, k) for k in s.__slots__}  # type: ignore[attr-defined]
 
 
-def _row(job: Job) -> dict[str, Any]:
+def _row(job: Job, now: float) -> dict[str, Any]:
     spec = job.spec
     per = job.allocation.total() if job.allocation else None
     nodes = spec.nodes_min
@@ -201,6 +201,7 @@ def _row(job: Job) -> dict[str, Any]:
         "gpus": per.gpus if per else want.gpus * nodes,
         "memory_bytes": per.memory_bytes if per else want.memory_bytes * nodes,
         "nodes": list(job.allocation.nodes) if job.allocation else [],
+        "cost": job_cost(job, now),  # its cloud nodes' (so far); None: none
     }
 
 
@@ -242,7 +243,7 @@ async def queue(
     return {
         "total": len(rows),
         "offset": offset,
-        "jobs": [_row(j) for j in rows[offset : offset + limit]],
+        "jobs": [_row(j, ctx.cluster.clock.now()) for j in rows[offset : offset + limit]],
         "partitions": sorted(ctx.cluster.partitions),
         "users": users[:200],
     }
@@ -370,7 +371,7 @@ async def job_detail(job_id: str, plane: Plane, ctx: Ctx, _caller: Who) -> dict[
         )
     timeline.sort(key=lambda e: e["time"])
     return {
-        **_row(job),
+        **_row(job, ctx.cluster.clock.now()),
         "exit_code": job.exit_code,
         "restarts": job.restarts,
         **usage_fields(job, ctx.cluster),  # so far, for a running job

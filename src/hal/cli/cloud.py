@@ -1,4 +1,6 @@
-"""``hal cloud``: the node groups of ``[cloud]`` and the nodes the autoscaler made."""
+"""``hal cloud``: the node groups of ``[cloud]`` and the nodes the autoscaler made;
+``hal cloud prices``: each group's price and where it came from; ``hal cloud costs``:
+what cloud capacity cost per account and user, and each budget."""
 
 from __future__ import annotations
 
@@ -6,7 +8,8 @@ import argparse
 import time
 from typing import Any
 
-from hal.wire.cloud import CloudGroupInfo, CloudStatus
+from hal.core.cloud_costs import money
+from hal.wire.cloud import CloudCosts, CloudGroupInfo, CloudPrices, CloudStatus
 
 
 def add_commands(sub: Any) -> None:
@@ -15,6 +18,21 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cloud)
+    more = p.add_subparsers(dest="cloud_command", metavar="{prices,costs}")
+    prices = more.add_parser("prices", help="each group's price an hour, its source and age")
+    prices.add_argument("--json", action="store_true")
+    prices.set_defaults(func=cmd_prices)
+    costs = more.add_parser(
+        "costs", help="what cloud nodes cost per account and user, and each cloud_budget"
+    )
+    costs.add_argument(
+        "--since",
+        "-S",
+        help="from this time on (as sacct's --starttime: 2026-11-01, now-7days; "
+        "default: the start of this month, UTC)",
+    )
+    costs.add_argument("--json", action="store_true")
+    costs.set_defaults(func=cmd_costs)
 
 
 def cmd_cloud(ns: argparse.Namespace) -> int:
@@ -27,6 +45,67 @@ def cmd_cloud(ns: argparse.Namespace) -> int:
         return 0
     print(render(status, time.time()), end="")
     return 0
+
+
+def cmd_prices(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    with HalClient() as client:
+        prices = client.cloud_prices()
+    print(
+        prices.model_dump_json(indent=2) if ns.json else render_prices(prices),
+        end="\n" if ns.json else "",
+    )
+    return 0
+
+
+def cmd_costs(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+    from hal.slurm.syntax import parse_begin
+
+    since = parse_begin(ns.since, time.time(), field="since", past=True) if ns.since else None
+    with HalClient() as client:
+        costs = client.cloud_costs(since)
+    print(
+        costs.model_dump_json(indent=2) if ns.json else render_costs(costs),
+        end="\n" if ns.json else "",
+    )
+    return 0
+
+
+def render_prices(prices: CloudPrices) -> str:
+    if not prices.prices:
+        return "no node groups: hal.toml has no [cloud] groups (docs/admin/cloud.md)\n"
+    lines = [f"{'GROUP':<12} {'PRICE/H':>9} CUR {'AGE':>8}  SOURCE"]
+    for p in prices.prices:
+        lines.append(
+            f"{p.group:<12} {p.price_per_hour:>9.4f} {p.currency:<3} "
+            f"{_age(p.age_seconds):>8}  {p.source}"
+        )
+    for p in prices.prices:
+        if p.error:
+            lines.append(f"{p.group}: {p.error} (the price above is the last one read)")
+    return "\n".join(lines) + "\n"
+
+
+def render_costs(costs: CloudCosts) -> str:
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(costs.since))
+    lines = [f"cloud costs since {since} ({costs.currency})"]
+    lines.append(f"{'ACCOUNT':<16} {'USER':<12} {'COST':>10} {'RUNS':>6} {'RUNNING':>8}")
+    for c in costs.costs:
+        lines.append(f"{c.account:<16} {c.user:<12} {money(c.cost):>10} {c.runs:>6} {c.running:>8}")
+    lines.append(f"{'total':<29} {money(costs.total):>10}")
+    if costs.budgets:
+        lines.append("")
+        lines.append(
+            f"{'BUDGET':<22} {'LIMIT':>10} {'PERIOD':<6} {'SPENT':>10} {'COMMITTED':>10} WAITING"
+        )
+        for b in costs.budgets:
+            lines.append(
+                f"{b.holder:<22} {money(b.limit):>10} {b.period:<6} {money(b.spent):>10} "
+                f"{money(b.committed):>10} {b.waiting:>7}"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def render(status: CloudStatus, now: float) -> str:

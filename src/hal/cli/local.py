@@ -462,6 +462,20 @@ def cmd_agent(ns: argparse.Namespace) -> int:
                 field="traffic_interval",
             )
         kwargs["traffic_interval_seconds"] = ns.traffic_interval
+    if ns.interruption_notice:
+        if not ns.interruption_notice.startswith(("http://", "https://")):
+            raise InvalidRequest(
+                f"--interruption-notice: {ns.interruption_notice!r} is no http:// URL; give "
+                "the instance metadata service's, e.g. http://169.254.169.254",
+                field="interruption_notice",
+            )
+        kwargs["interruption_notice"] = ns.interruption_notice
+    if ns.interruption_interval is not None:
+        if ns.interruption_interval <= 0:
+            raise InvalidRequest(
+                "--interruption-interval: seconds, more than 0", field="interruption_interval"
+            )
+        kwargs["interruption_interval_seconds"] = ns.interruption_interval
     if ns.features:
         kwargs["features"] = parse_features(ns.features)
     if ns.state_dir:

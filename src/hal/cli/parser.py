@@ -195,6 +195,21 @@ def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "of who talks to whom (default 10, 0 = never)",
     )
     ag.add_argument(
+        "--interruption-notice",
+        default="",
+        metavar="URL",
+        help="read the provider's notices that this machine is being taken back from the "
+        "instance metadata service at URL (EC2: http://169.254.169.254; IMDSv2) and tell "
+        "the control plane, which moves the jobs away (default: off)",
+    )
+    ag.add_argument(
+        "--interruption-interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="read the interruption notices this often (default 5)",
+    )
+    ag.add_argument(
         "--features",
         default="",
         help="comma-separated node features a job's --constraint names (letters, digits, _.:+=/-)",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hal.cli.harmonic import rate
 from hal.cli.host_share import size_text
 from hal.compat.formats import cpu_time, limit_long, timestamp
 from hal.compat.job_fields import batch_command, time_used, total_cpu_seconds
@@ -90,6 +91,7 @@ def job_lines(job: JobInfo, now: float) -> list[str]:
             ("Exclusive", "yes" if job.exclusive else "user" if job.exclusive_user else None),
         ],
         _usage(job),
+        _profile(job),
         [("Near", ",".join(job.near)), ("Apart", ",".join(job.apart))],
         [("FeedbackGoal", job.feedback_goal)],
         [("Data", ",".join(job.data)), ("Artifacts", ",".join(job.artifacts))],
@@ -153,6 +155,36 @@ def _usage(job: JobInfo) -> list[Pair]:
     if g is not None:
         pairs += [("GPUMemMax", size_text(g.max_mem_bytes)), ("GPUUtilMax", f"{g.max_util}%")]
     return pairs
+
+
+def _profile(job: JobInfo) -> list[Pair]:
+    """How the job behaves on its batch node (its agent's latest profile, while it runs)
+    and the class that puts it in; whether it asked to be kept from noisy neighbours."""
+    pairs: list[Pair] = [
+        ("Profile", job.profile_class),
+        ("LatencySensitive", "yes" if job.latency_sensitive else None),
+    ]
+    p = job.profile
+    if p is None:
+        return pairs
+    stalls = [
+        f"{name}:{share * 100:.0f}%"
+        for name, share in (
+            ("cpu", p.cpu_pressure),
+            ("memory", p.memory_pressure),
+            ("io", p.io_pressure),
+        )
+        if share is not None
+    ]
+    return [
+        *pairs,
+        ("CPUBusy", f"{p.cpu_util:.2f}"),
+        ("RSS", size_text(p.rss_bytes)),
+        ("Read", rate(p.read_bytes_per_s)),
+        ("Write", rate(p.write_bytes_per_s)),
+        ("Net", rate(p.net_bytes_per_s) if p.net_bytes_per_s is not None else None),
+        ("Pressure", ",".join(stalls)),
+    ]
 
 
 def _mail(job: JobInfo) -> list[Pair]:

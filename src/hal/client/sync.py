@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
     from hal.wire.artifacts import ArtifactInfo
-    from hal.wire.cloud import CloudStatus
+    from hal.wire.cloud import CloudCosts, CloudPrices, CloudStatus
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
     from hal.wire.feedback import JobFeedback
@@ -656,6 +656,22 @@ class HalClient:
 
         r = self._request("GET", "/v1/cloud")
         return CloudStatus.model_validate_json(r.body)
+
+    def cloud_prices(self) -> CloudPrices:
+        """Each group's price an hour, its source and age."""
+        from hal.wire.cloud import CloudPrices
+
+        r = self._request("GET", "/v1/cloud/prices")
+        return CloudPrices.model_validate_json(r.body)
+
+    def cloud_costs(self, since: float | None = None) -> CloudCosts:
+        """What cloud capacity cost per account and user since ``since`` (None: this
+        month), and each budget."""
+        from hal.wire.cloud import CloudCosts
+
+        params = {} if since is None else {"since": str(since)}
+        r = self._request("GET", "/v1/cloud/costs", params=params)
+        return CloudCosts.model_validate_json(r.body)
 
     # -- artifacts (docs/user/artifacts.md) -------------------------------------------------
     def artifacts(self, name: str | None = None) -> list[ArtifactInfo]:

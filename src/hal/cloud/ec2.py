@@ -99,6 +99,8 @@ CAPACITY_CODES = (
 )
 SPOT_HISTORY_S = 6 * 3600.0  # how far back the spot price history is read
 
+IMDS_URL = "http://169.254.169.254"  # the instance metadata service, on every EC2 instance
+
 DEFAULT_USER_DATA = """\
 #!/bin/sh
 # written by HAL: run the agent that joins the control plane as node {node}
@@ -112,12 +114,15 @@ def default_user_data(group: NodeGroup) -> str:
     """``DEFAULT_USER_DATA``, with ``--features`` and ``--gpu-type`` where the group has
     them. The node offers what the group says, as the autoscaler planned (``--gpus 0``
     too: without it the agent would offer the GPUs NVML finds; ``--gpu-type``: a job's
-    ``--gres=gpu:TYPE`` must match the node made for it, whatever NVML calls it)."""
+    ``--gres=gpu:TYPE`` must match the node made for it, whatever NVML calls it). A spot
+    group's agent reads its interruption notices (``--interruption-notice``)."""
     text = DEFAULT_USER_DATA
     if group.features:
         text += " --features {features}"
     if group.gpu_model:
         text += " --gpu-type {gpu_type}"
+    if group.market == SPOT:  # the two-minute notice, from the instance's metadata service
+        text += " --interruption-notice " + IMDS_URL
     return text + "\n"
 
 

@@ -6,6 +6,13 @@ a laptop can stand in for a group of large machines. Each instance's record (pid
 time) is a JSON file in the provider's state folder, so a restarted server finds its
 processes again, as EC2's tags let the EC2 provider do. A record whose process is gone
 (or whose pid now belongs to another process) is dropped when the instances are listed.
+
+A spot group (``market = "spot"``) lends interruptible capacity as EC2's does: each of its
+instances gets a metadata service of its own (``hal.cloud.imds.ImdsStandIn``, in the
+server's process, its URL in the record as ``imds``), which its agent reads with
+``--interruption-notice``. ``POST {imds}/hal/interrupt?in=SECONDS`` gives the
+instance a notice, and at the notice's time the instance is stopped as EC2 would stop
+it. A restarted server's earlier instances have no metadata service any more.
 """
 
 from __future__ import annotations
@@ -24,16 +31,19 @@ from pathlib import Path
 
 import psutil
 
-from hal.cloud.provider import RUNNING, CapacityError, Instance, Launch, ProviderError
+from hal.cloud.imds import ImdsStandIn
+from hal.cloud.provider import RUNNING, CapacityError, Instance, Launch, Price, ProviderError
 from hal.core.errors import InvalidRequest
-from hal.core.node_groups import NodeGroup
+from hal.core.node_groups import SPOT, NodeGroup
 
 log = logging.getLogger(__name__)
 STOP_WAIT_S = 10.0  # SIGTERM, then SIGKILL after this
-# [cloud.groups.local]: more `hal agent` options, e.g. "--unknown-users-as-agent"; and
+# [cloud.groups.local]: more `hal agent` options, e.g. "--unknown-users-as-agent";
 # capacity: the most instances the group has at once (beyond: a capacity error, as a
-# cloud out of machines answers; for trying the autoscaler's fallback to the next group)
-SETTINGS = ("agent_args", "capacity")
+# cloud out of machines answers; for trying the autoscaler's fallback to the next group);
+# price_file: a file whose number is the group's published price an hour (a stand-in for
+# a provider's price list: change the file and the server's next price reading follows it)
+SETTINGS = ("agent_args", "capacity", "price_file")
 
 
 class LocalProvider:
@@ -42,6 +52,7 @@ class LocalProvider:
         self.cluster = cluster
         self.state_dir = state_dir
         self._records = state_dir / "instances"
+        self._imds: dict[str, ImdsStandIn] = {}  # a spot group's, by node name
         unknown = sorted(set(group.settings) - set(SETTINGS))
         if unknown:
             raise InvalidRequest(
@@ -64,6 +75,26 @@ class LocalProvider:
                 field=f"cloud.groups.{group.name}.local.capacity",
             )
         self.capacity = int(capacity) if capacity else None
+
+    def prices(self) -> list[Price]:
+        """The group's price: its ``price_file``'s number where it names one (read now;
+        a missing file or one that holds no price raises ``ProviderError``), else the
+        configured ``price_per_hour``."""
+        path = self.group.settings.get("price_file", "")
+        if not path:
+            return [Price(self.group.name, self.group.price_per_hour, "config", time.time())]
+        try:
+            text = Path(path).read_text().strip()
+            observed = Path(path).stat().st_mtime
+        except OSError as err:
+            raise ProviderError(f"reading the price file {path}: {err.strerror}") from None
+        try:
+            price = float(text)
+        except ValueError:
+            price = -1.0
+        if not 0 <= price < 1e6:
+            raise ProviderError(f"the price file {path} holds {text[:40]!r}, not a price")
+        return [Price(self.group.name, price, f"price file {path}", observed)]
 
     def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
         """An agent per name; a name whose agent runs already gets that one back (a
@@ -111,17 +142,26 @@ class LocalProvider:
             cmd += ["--features", ",".join(self.group.features)]
         if self.group.gpu_model:
             cmd += ["--gpu-type", self.group.gpu_model]
+        imds = self._metadata(name) if self.group.market == SPOT else None
+        if imds is not None:
+            cmd += ["--interruption-notice", imds.url]
         cmd += self.agent_args
         env = {**os.environ, "HAL_TOKEN": launch.token, "HAL_URL": launch.server_url}
-        with open(node_dir / "agent.log", "ab") as out:
-            proc = subprocess.Popen(
-                cmd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # not the server's signals; outlives a restart
-            )
+        try:
+            with open(node_dir / "agent.log", "ab") as out:
+                proc = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # not the server's signals; outlives a restart
+                )
+        except OSError:
+            if imds is not None:
+                self._imds.pop(name, None)
+                imds.stop()
+            raise
         created = time.time()
         record = {
             "pid": proc.pid,
@@ -131,10 +171,27 @@ class LocalProvider:
             "node": name,
             "created_at": created,
         }
+        if imds is not None:
+            record["imds"] = imds.url
+            imds.on_action = lambda action: self._reclaim(name, proc.pid)
         tmp = self._records / f".{name}.json"
         tmp.write_text(json.dumps(record))
         tmp.replace(self._records / f"{name}.json")
         return Instance(str(proc.pid), name, self.group.name, RUNNING, created)
+
+    def _metadata(self, name: str) -> ImdsStandIn:
+        """A new metadata service for node ``name``'s new instance."""
+        old = self._imds.pop(name, None)
+        if old is not None:
+            old.stop()
+        imds = ImdsStandIn(instance_id=f"i-local-{name}").start()
+        self._imds[name] = imds
+        return imds
+
+    def _reclaim(self, name: str, pid: int) -> None:
+        """The notice's time has come: the instance goes, as EC2 takes a spot instance."""
+        log.info("local provider: spot instance %s (pid %d) taken back", name, pid)
+        self.remove([Instance(str(pid), name, self.group.name, RUNNING, 0.0)])
 
     def instances(self) -> list[Instance]:
         found: list[Instance] = []
@@ -182,6 +239,9 @@ class LocalProvider:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(int(str(record["pid"])), signal.SIGKILL)
             path.unlink(missing_ok=True)
+            imds = self._imds.pop(str(record["node"]), None)
+            if imds is not None:
+                imds.stop()
         _kill_all(spawned)
 
 

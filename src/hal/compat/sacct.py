@@ -43,6 +43,7 @@ from hal.compat.sacct_runs import SUSPENSION_UNKNOWN, records
 from hal.compat.sacct_style import TimeStyle, in_unit, parse_units, time_style
 from hal.compat.seam import Console
 from hal.compat.version import VERSION_LINE
+from hal.core.cloud_costs import money
 from hal.core.errors import HalError, InvalidRequest, NotFound
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.slurm.syntax import (
@@ -455,6 +456,11 @@ def _resv_cpu_raw(job: JobInfo, step: str, now: float) -> str:
     return "" if step or seconds is None else str(seconds * job.cpus % _INT32)
 
 
+def _lost_work(job: JobInfo) -> str:
+    seconds = job.lost_work_seconds
+    return "" if seconds is None else duration_long(seconds)
+
+
 # name (lower case) → (title, width, column); a negative width aligns left, as sacct.c.
 FIELDS: dict[str, tuple[str, int, Column]] = {
     "jobid": ("JobID", -12, lambda j, s, n: j.display_id + (f".{s}" if s else "")),
@@ -543,6 +549,12 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "reserved": ("Reserved", 10, _reserved_text),
     "resvcpu": ("ResvCPU", 10, _resv_cpu),
     "resvcpuraw": ("ResvCPURAW", 10, _resv_cpu_raw),
+    # HAL's: what the run's cloud nodes cost in USD (so far while it runs; blank: none)
+    "cost": ("Cost", 10, _job_only(lambda j: "" if j.cost is None else money(j.cost))),
+    # HAL's, spot interruptions (docs/admin/cloud.md): when a provider's notice ended the
+    # run, and the work a run ended PREEMPTED or NODE_FAIL lost (blank: none)
+    "interrupted": ("Interrupted", 19, _job_only(lambda j: timestamp(j.interrupted_at, ""))),
+    "lostwork": ("LostWork", 10, _job_only(_lost_work)),
 }
 
 

@@ -76,8 +76,11 @@ def _view(job: JobInfo, run: JobRun, steps: list[StepRecord]) -> JobInfo:
             "end_time": run.end_time,
             "nodes": run.nodes,
             "node_count": len(run.nodes),
+            "cost": run.cost,
             "max_rss_bytes": run.max_rss_bytes,
             "cpu_seconds": run.cpu_seconds,
+            "interrupted_at": run.interrupted_at,
+            "lost_work_seconds": run.lost_work_seconds,
             # (an earlier run keeps only the sum: its UserCPU/SystemCPU are not known)
             "user_cpu_seconds": None,
             "system_cpu_seconds": None,

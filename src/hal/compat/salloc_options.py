@@ -334,6 +334,7 @@ Options HAL accepts (anything else is refused with an error):
       --artifact=name[@version][,...]  published software on the nodes (HAL)
       --near=rule[,rule...]  near jobs: [preferred=]job:ID|name:NAME[@LEVEL] (HAL)
       --apart=rule[,rule...] away from them, the same rules (HAL)
+      --latency-sensitive    keep noisy neighbours away from the job first (HAL)
   -K, --kill-command[=signal]  the signal for the command when the allocation is
                              revoked (default: SIGHUP, or SIGTERM without a terminal)
   -I, --immediate[=secs]     give up (exit 1) unless granted within secs (alone: at

@@ -97,6 +97,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("near", ("near",)),
     Opt("apart", ("apart",)),
     Opt("feedback_goal", ("feedback-goal",)),
+    Opt("latency_sensitive", ("latency-sensitive",), arg=N),
     Opt("data", ("data",)),
     Opt("artifact", ("artifact",)),
     Opt("python_env", ("python-env",)),
@@ -994,6 +995,8 @@ def _scheduling(
         fields["nodelist"] = _nodelist(nodelist)
     if "hold" in settings:
         fields["hold"] = True
+    if "latency_sensitive" in settings:
+        fields["latency_sensitive"] = True
     begin = text("begin")
     begin_time = None if begin is None else parse_begin(begin, now)
     if begin_time is not None:
@@ -1103,6 +1106,7 @@ Options HAL accepts (anything else is refused with an error):
       --apart=rule[,rule...] away from them, the same rules (HAL)
       --feedback-goal=name:max|min[,...]  which way the job's reported metrics
                              are better (hal feedback; HAL)
+      --latency-sensitive    keep noisy neighbours away from the job first (HAL)
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --burst-after=time|never  cloud nodes are made for it only when it would start
                              here this much later than on them (10m, 2h; HAL)

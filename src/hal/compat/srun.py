@@ -175,6 +175,7 @@ OPTIONS = (
     Opt("near", ("near",)),
     Opt("apart", ("apart",)),
     Opt("burst_after", ("burst-after",)),
+    Opt("latency_sensitive", ("latency-sensitive",), arg=Arg.NONE),
     # checked, and passed on to srun's own allocation; in a job they change nothing, as
     # Slurm 22.05.8's srun takes them there (docs/slurm-checks.md, Session 49)
     Opt("signal", ("signal",)),
@@ -183,7 +184,9 @@ OPTIONS = (
 )
 # srun.1's input variables of those options (a command-line option wins)
 ENV_OPTIONS = {"SLURM_SIGNAL": "signal", "SLURM_NO_KILL": "no_kill"}
-ALLOCATION_ONLY = frozenset({"constraint", "exclude", "licenses", "artifact", "near", "apart"})
+ALLOCATION_ONLY = frozenset(
+    {"constraint", "exclude", "licenses", "artifact", "near", "apart", "latency_sensitive"}
+)
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
 
 

@@ -94,12 +94,14 @@ def job_cgroup(job_id: int) -> JobCgroup:
         mine = [i for i, part in enumerate(parts) if part.startswith(f"job_{job_id}.")]
         if mine:
             found[controllers] = (path, "/".join(parts[: mine[0] + 1]))
-    if "" in found:
-        own, job = found[""]
-        return JobCgroup(f"/sys/fs/cgroup{own}", f"/sys/fs/cgroup{job}", "cgroup2")
     memory = next((v for k, v in found.items() if "memory" in k.split(",")), None)
     if memory is None:
+        if "" in found:
+            own, job = found[""]
+            return JobCgroup(f"/sys/fs/cgroup{own}", f"/sys/fs/cgroup{job}", "cgroup2")
         return JobCgroup("", "", "")
+    # (a cgroup1 job on a hybrid host is in a cgroup2 cgroup of its name too: its
+    # accounting cgroup, which limits nothing; its memory cgroup is the job's)
     cpuset = next((v[1] for k, v in found.items() if "cpuset" in k.split(",")), "")
     root = "/sys/fs/cgroup/memory"
     return JobCgroup(

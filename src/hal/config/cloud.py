@@ -7,6 +7,7 @@ as groups of one machine kind each)::
     interval_seconds = 10          # how often the autoscaler looks (default 10)
     pending_seconds = 10           # no job gets new nodes before it has waited this long
     server_url = ""                # the URL new nodes' agents join (default: the server's)
+    price_interval_seconds = 300   # how often prices are read from providers that publish them
     burst_after = "0"              # a job's patience without --burst-after (hal.cloud.burst)
     burst_after_by_qos = { scavenger = "never" }
 
@@ -19,8 +20,8 @@ as groups of one machine kind each)::
     gpus = 0
     gpu_type = ""                  # e.g. "nvidia_a100" for --gres=gpu:a100:1
     features = ["cloud"]           # for --constraint
-    price_per_hour = 0.17          # what one node costs an hour
-    market = "on_demand"           # or "spot" (EC2): cheaper, taken back at EC2's notice
+    price_per_hour = 0.17          # USD; the provider's published price wins where it has one
+    market = "on_demand"           # or "spot" (ec2, local): interruptible, taken back at a notice
     max_price = 0                  # spot: the most paid an hour; 0: up to the on-demand price
     boot_seconds = 120             # expected time to join, until joins are seen
     idle_seconds = 300             # an idle node is removed (Slurm's SuspendTime)
@@ -50,6 +51,7 @@ from hal.core.resources import ResourceVector
 CLOUD_KEYS = (
     "interval_seconds",
     "pending_seconds",
+    "price_interval_seconds",
     "server_url",
     "burst_after",
     "burst_after_by_qos",
@@ -84,6 +86,7 @@ class CloudConfig:
     interval_seconds: float = 10.0
     pending_seconds: float = 10.0
     server_url: str = ""  # "": the server's own URL
+    price_interval_seconds: float = 300.0  # published prices are read this often
     # a job's patience before new nodes are made for it, when it gives no --burst-after
     # (hal.cloud.burst): its QoS's, else its partition's, else burst_after
     burst_after: Patience = field(default_factory=Patience)
@@ -101,6 +104,10 @@ def cloud_from_table(table: Any, source: str) -> CloudConfig:
     for key in ("interval_seconds", "pending_seconds"):
         if key in table:
             kwargs[key] = _seconds(table[key], source, f"cloud.{key}")
+    if "price_interval_seconds" in table:
+        kwargs["price_interval_seconds"] = positive_seconds(
+            table["price_interval_seconds"], source, "cloud.price_interval_seconds"
+        )
     url = table.get("server_url", "")
     if not isinstance(url, str) or (url and not url.startswith(("http://", "https://"))):
         raise fail(
@@ -191,7 +198,11 @@ def _group(item: Any, i: int, source: str) -> NodeGroup:
         )
     price = item.get("price_per_hour", 0.0)
     if isinstance(price, bool) or not isinstance(price, int | float) or not 0 <= price < 1e6:
-        raise fail(source, f"{where}.price_per_hour", f"must be a number >= 0 (got {price!r})")
+        raise fail(
+            source,
+            f"{where}.price_per_hour",
+            f"must be a number >= 0, in USD an hour, e.g. 0.17 (got {price!r})",
+        )
     market, max_price = _market(item, provider, source, where)
     settings = _settings(item.get(provider, {}), source, f"{where}.{provider}")
     other = [p for p in PROVIDERS if p != provider and p in item]

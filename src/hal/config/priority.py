@@ -29,6 +29,7 @@ seconds)::
     grp_submit_jobs = 200          # GrpSubmitJobs: pending + running of all its users
     max_tres_per_job = { cpus = 128, gpus = 8, mem = "512G", nodes = 4 }  # MaxTRES
     max_wall = "2-0"               # MaxWall (MaxWallDurationPerJob)
+    cloud_budget = "500 USD/month" # new [cloud] nodes: at most this spend a day, week or month
 
     [[users]]
     name = "alice"
@@ -45,6 +46,8 @@ seconds)::
     max_tres_per_job = { cpus = 64, gpus = 4, mem = "256G", nodes = 2 }  # MaxTRESPerJob
     grp_tres = { cpus = 1024, gpus = 32, mem = "4T", nodes = 64 }     # GrpTRES
     grp_jobs = 100                 # GrpJobs (running)
+    cloud_budget = "50 USD/day"    # as an account's, over the QoS's jobs
+    latency_sensitive = true       # its jobs are kept from noisy neighbours first (HAL)
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from hal.core.cloud_costs import CloudBudget, parse_budget
 from hal.core.errors import InvalidRequest, did_you_mean
 from hal.core.priority import (
     FAIRSHARE_ALGORITHMS,
@@ -246,7 +250,7 @@ def _accounts(items: Any, source: str) -> tuple[Account, ...]:
     out = []
     keys = {"name", "parent", "fairshare", "max_jobs", "grp_jobs", "grp_tres"}
     keys |= {"max_submit_jobs", "grp_submit_jobs", "max_tres_per_job", "max_wall"}
-    keys |= {"cohort", "borrow_limit"}
+    keys |= {"cohort", "borrow_limit", "cloud_budget"}
     for i, item in enumerate(_entries(items, source, "accounts", keys)):
         parent = item.get("parent", "root")
         if not isinstance(parent, str) or not parent:
@@ -266,6 +270,7 @@ def _accounts(items: Any, source: str) -> tuple[Account, ...]:
                 max_wall_s=_wall(item, source, where),
                 max_submit_jobs=_count(item, "max_submit_jobs", source, f"{where}.max_submit_jobs"),
                 grp_submit_jobs=_count(item, "grp_submit_jobs", source, f"{where}.grp_submit_jobs"),
+                cloud_budget=_budget(item, source, where),
                 **_lending(item, source, where),
             )
         )
@@ -284,6 +289,17 @@ def _accounts(items: Any, source: str) -> tuple[Account, ...]:
             up = parents[up]
     _check_cohorts(out, source)
     return tuple(out)
+
+
+def _budget(item: dict[str, Any], source: str, where: str) -> CloudBudget | None:
+    """``cloud_budget`` of an account or QoS (``hal.core.cloud_costs``)."""
+    if "cloud_budget" not in item:
+        return None
+    try:
+        return parse_budget(item["cloud_budget"], "cloud_budget")
+    except InvalidRequest as err:
+        message = err.message.removeprefix("cloud_budget: ")
+        raise fail(source, f"{where}.cloud_budget", message) from None
 
 
 def _lending(item: dict[str, Any], source: str, where: str) -> dict[str, Any]:
@@ -355,6 +371,8 @@ _QOS_KEYS = {
     "preempt",
     "preempt_mode",
     "grace_time",
+    "cloud_budget",
+    "latency_sensitive",
 }
 PREEMPT_MODES = ("requeue", "cancel", "suspend")
 
@@ -382,13 +400,22 @@ def _qos(items: Any, source: str) -> tuple[Qos, ...]:
                 ),
                 grp_tres=_tres(item, "grp_tres", source, f"{where}.grp_tres", _TRES_KEYS),
                 grp_jobs=_count(item, "grp_jobs", source, f"{where}.grp_jobs"),
+                cloud_budget=_budget(item, source, where),
                 **_qos_preemption(item, source, where),
+                latency_sensitive=_flag(item, "latency_sensitive", source, where),
             )
         )
     if len({q.name for q in out}) != len(out):
         raise fail(source, "qos.name", "QoS names must be unique")
     _check_preempt_lists(out, source)
     return tuple(out)
+
+
+def _flag(item: dict[str, Any], key: str, source: str, where: str) -> bool:
+    value = item.get(key, False)
+    if not isinstance(value, bool):
+        raise fail(source, f"{where}.{key}", "must be true or false")
+    return value
 
 
 def _qos_preemption(item: dict[str, Any], source: str, where: str) -> dict[str, Any]:

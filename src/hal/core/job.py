@@ -214,6 +214,9 @@ class JobSpec:
     # --feedback-goal: which way each reported metric is better, ((name, "max"|"min"), ...)
     # (``hal.core.feedback``, docs/feedback.md)
     feedback_goals: tuple[tuple[str, str], ...] = ()
+    # --latency-sensitive (or a QoS marked so): kept from noisy neighbours first; the job
+    # carries it as ``extra[LATENCY_SENSITIVE]`` (``hal.core.profiles``)
+    latency_sensitive: bool = False
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

@@ -21,7 +21,7 @@ ON_DEMAND = "on_demand"
 SPOT = "spot"
 MARKETS = (ON_DEMAND, SPOT)
 # the providers that lend interruptible capacity (Lambda Cloud lends none)
-SPOT_PROVIDERS = ("ec2",)
+SPOT_PROVIDERS = ("ec2", "local")  # local: agents with an EC2 metadata stand-in each
 
 
 @dataclass(frozen=True, slots=True)

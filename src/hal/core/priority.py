@@ -13,6 +13,8 @@ from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from hal.core.cloud_costs import CloudBudget
+
 ROOT_ACCOUNT = "root"
 DEFAULT_QOS = "normal"  # the QoS of a job that names none
 # Fair-share usage is rebuilt at start-up from the runs that ended within this many decay
@@ -74,6 +76,9 @@ class Account:
     # GrpTRES they leave unused, and take it back when they need it (docs/admin/priority.md).
     cohort: str | None = None
     borrow_limit: TresLimits = NO_TRES_LIMITS  # at most this much above its own GrpTRES
+    # what new [cloud] nodes may be made for in a period (``hal.core.cloud_costs``): the
+    # autoscaler's, not the scheduler's (a job still starts on owned nodes)
+    cloud_budget: CloudBudget | None = None
 
     @property
     def has_limits(self) -> bool:
@@ -120,6 +125,10 @@ class Qos:
     preempt: tuple[str, ...] = ()
     preempt_mode: str | None = None
     grace_time_s: float | None = None
+    cloud_budget: CloudBudget | None = None  # as an account's, over the QoS's jobs
+    # its jobs are latency-sensitive (``hal.core.profiles.LATENCY_SENSITIVE``): kept from
+    # noisy neighbours first
+    latency_sensitive: bool = False
 
     @property
     def has_limits(self) -> bool:

@@ -11,18 +11,28 @@ provider, then:
   from its provider and forgotten (Slurm's SuspendTime), unless an operator drained or
   downed it;
 - a node of a group whose instance is gone, and whose agent no longer answers, is
-  forgotten;
+  forgotten (its jobs ended NODE_FAIL, requeued where they may be, when the agent went
+  silent: ``agents.check_nodes``);
+- a node drained by its provider's interruption notice (``hal.state.interruptions``) is
+  removed and forgotten as soon as its jobs are gone;
 - the waiting jobs, in priority order, are packed into booting nodes and, where they
   do not fit and their expected start on the capacity there is later than a group's
   boot + their patience (``hal.cloud.burst``), into new nodes of the group where they
-  are expected to cost least to finish (``hal.cloud.autoscaler``); a group whose
-  provider refuses (no capacity, or an error) rests, and its jobs are packed again, in
-  the same pass, into the other groups.
+  are expected to cost least to finish (``hal.cloud.autoscaler``), at each group's
+  current price; a job whose burst would pass its account's (an ancestor's, its
+  QoS's) ``cloud_budget`` gets none and waits with reason ``CloudBudget``
+  (``hal.cloud.budgets``); a group whose provider refuses (no capacity, or an error)
+  rests, and its jobs are packed again, in the same pass, into the other groups.
 
 A group whose provider fails or does not answer (a listing, a creation or a removal
 raises ``ProviderError`` other than a capacity error) is unhealthy, with the reason in
 ``hal cloud``, and rests (the alert ``HalCloudGroupResting``) until a listing succeeds;
 bursting goes to the other groups meanwhile.
+
+Every ``price_interval_seconds`` the groups whose provider publishes prices
+(``PricedProvider``) have them read; a price that cannot be read keeps the last one,
+and the error shows in ``hal cloud prices``. Jobs starting from then on are charged the
+new price (``Cluster.set_cloud_price``).
 
 Nothing is remembered between passes that the providers and the cluster do not say
 again, except how long each node has been idle and which groups rest; a restarted
@@ -38,12 +48,23 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 from hal.cloud.autoscaler import ScaleUp, Waiting, holds, idle_to_remove, plan_scale_up
+from hal.cloud.budgets import Ask, Refusal, admit, burst_price
 from hal.cloud.burst import Decision, decide, offer, patience
-from hal.cloud.provider import STOPPING, Instance, Launch, Provider, ProviderError
+from hal.cloud.provider import (
+    STOPPING,
+    Instance,
+    Launch,
+    Price,
+    PricedProvider,
+    Provider,
+    ProviderError,
+)
 from hal.cloud.providers import make_provider
 from hal.config.cloud import CloudConfig
+from hal.core.cloud_costs import CURRENCY, money, period_start
 from hal.core.data import GB, DataView
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job
@@ -51,12 +72,23 @@ from hal.core.node import Node, Partition
 from hal.core.node_groups import NodeGroup
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
+from hal.server import cloud_costs
+from hal.server.cloud_costs import Holders, expected_cost, payer
 from hal.server.cloud_token import agent_token, bind_nodes
+from hal.state.advisory import set_pending_reasons
 from hal.state.agents import forget_node, set_node_state
 from hal.state.cluster import Cluster
+from hal.state.interruptions import INTERRUPTION_REASON, REBALANCE_REASON
 from hal.state.node_reasons import NOT_RESPONDING, server_user, set_down_by_operator
 from hal.state.store import EventRow
-from hal.wire.cloud import CloudGroupInfo, CloudNodeInfo, CloudStatus
+from hal.wire.cloud import (
+    CloudCosts,
+    CloudGroupInfo,
+    CloudNodeInfo,
+    CloudPrice,
+    CloudPrices,
+    CloudStatus,
+)
 from hal.wire.priority import BurstInfo, BurstOffer
 
 log = logging.getLogger(__name__)
@@ -69,6 +101,7 @@ DEMAND = {
     PendingReason.PRIORITY,
     PendingReason.RESOURCES,
     PendingReason.BAD_CONSTRAINTS,
+    PendingReason.CLOUD_BUDGET,  # (this loop's own: looked at again each pass)
 }
 IDLE_REASON = "cloud: idle, being removed"
 RETIRED_REASON = "cloud: group {group} left [cloud], being removed"
@@ -108,6 +141,15 @@ class GroupState:
 
 
 @dataclass(slots=True)
+class GroupPrice:
+    """A group's price as the autoscaler uses it: its provider's latest, else its
+    configured ``price_per_hour``."""
+
+    price: Price
+    error: str = ""  # the last reading failed (the price is the one before)
+
+
+@dataclass(slots=True)
 class Retiring:
     """A group taken out of ``[cloud]`` (``scontrol reconfigure``) whose instances are not
     all gone yet: its provider, kept to remove them, and what the last pass saw."""
@@ -142,9 +184,17 @@ class CloudService:
         self.made_for: dict[str, tuple[int, ...]] = {}
         # drops the token's cached caller once its nodes changed (the server's TokenCache)
         self.forget_token: Callable[[], None] = lambda: None
-        # a job's planned run time (the predictor's) and the data plane's view, for the
-        # burst decision; set by the control plane
-        self.runtime: Callable[[Job], float | None] = lambda job: None
+        self.prices = {g.name: self._configured(g) for g in config.groups}
+        self.prices_read_at = -float("inf")  # read at the first pass
+        # a job's expected run time (the predictor's, seconds; None: none), for budgets
+        # and the burst decision
+        self.estimate: Callable[[Job], float | None] = lambda job: None
+        # waiting jobs kept from new nodes by a budget, and why (``hal explain``)
+        self.held: dict[int, Refusal] = {}
+        # budget holder → what the nodes being made for waiting jobs will cost (last pass)
+        self.committed: dict[str, float] = {}
+        self.ledger = cloud_costs.Ledger()  # the runs' costs this period (each pass)
+        # the data plane's view, for the burst decision; set by the control plane
         self.data_view: Callable[[], DataView | None] = lambda: None
         # the last pass's burst decision of each waiting job (``hal explain``)
         self.decisions: dict[int, Decision] = {}
@@ -174,6 +224,106 @@ class CloudService:
         self.config = config
         self.providers = dict(providers)
         self._by_name = {g.name: g for g in config.groups}
+        before = self.prices
+        self.prices = {g.name: self._configured(g) for g in config.groups}
+        for group in config.groups:  # a published price stays: the next reading is due
+            last = before.get(group.name)
+            if last and last.price.source != "config" and _priced(providers[group.name]):
+                self.prices[group.name] = last
+                self.cluster.set_cloud_price(group.nodes, last.price.price_per_hour)
+        self.prices_read_at = -float("inf")
+
+    def _configured(self, group: NodeGroup) -> GroupPrice:
+        return GroupPrice(Price(group.name, group.price_per_hour, "config", self.started_at))
+
+    def price(self, group: NodeGroup) -> float:
+        """The group's price an hour now (its provider's latest, else its configured)."""
+        found = self.prices.get(group.name)
+        return group.price_per_hour if found is None else found.price.price_per_hour
+
+    async def read_prices(self) -> None:
+        """Each group whose provider publishes prices: its price read (in a worker
+        thread); one that cannot be read keeps the last, with the error."""
+        self.prices_read_at = self.cluster.clock.now()
+        for group in self.config.groups:
+            provider = self.providers[group.name]
+            if not _priced(provider):
+                continue
+            found = self.prices[group.name]
+            try:
+                listed = await asyncio.to_thread(cast(PricedProvider, provider).prices)
+                mine = [p for p in listed if p.group == group.name]
+                if not mine:
+                    raise ProviderError("it published no price for the group")
+            except ProviderError as err:
+                found.error = f"reading its price: {err}"
+                log.warning("cloud group %s: %s", group.name, found.error)
+                continue
+            # the latest it gave; of several at once (zones), the highest: a budget errs safe
+            latest = max(mine, key=lambda p: (p.observed_at, p.price_per_hour))
+            self.prices[group.name] = GroupPrice(latest)
+            self.cluster.set_cloud_price(group.nodes, latest.price_per_hour)
+
+    def price_list(self) -> CloudPrices:
+        now = self.cluster.clock.now()
+        return CloudPrices(
+            price_interval_seconds=self.config.price_interval_seconds,
+            prices=[
+                CloudPrice(
+                    group=name,
+                    price_per_hour=p.price.price_per_hour,
+                    currency=p.price.currency,
+                    source=p.price.source,
+                    observed_at=p.price.observed_at,
+                    age_seconds=max(0.0, now - p.price.observed_at),
+                    error=p.error,
+                )
+                for name, p in self.prices.items()
+            ],
+        )
+
+    async def costs(self, since: float | None) -> CloudCosts:
+        """``hal cloud costs``: since ``since`` (None: the start of this month, UTC)."""
+        now = self.cluster.clock.now()
+        policy = self.cluster.config.priority
+        start = period_start("month", now) if since is None else since
+        earliest = cloud_costs.earliest_start(policy, now)
+        if start >= earliest:  # what the passes keep
+            found = await self.ledger.current(self.cluster, earliest)
+        else:
+            found = await cloud_costs.charges(self.cluster, start)
+        held = [r.budget.holder for r in self.held.values()]
+        return cloud_costs.report(policy, found, start, now, self.committed, held.count)
+
+    def month_costs(self) -> CloudCosts:
+        """This month's costs and the budgets, as the last pass found them (``/metrics``)."""
+        now = self.cluster.clock.now()
+        held = [r.budget.holder for r in self.held.values()]
+        return cloud_costs.report(
+            self.cluster.config.priority,
+            self.ledger.latest,
+            period_start("month", now),
+            now,
+            self.committed,
+            held.count,
+        )
+
+    def budget_wait(self, job_id: int) -> str:
+        """Why a job gets no new nodes (``hal explain``); "" where no budget holds it."""
+        refusal = self.held.get(job_id)
+        if refusal is None:
+            return ""
+        b = refusal.budget
+        cost = (
+            "of unknown cost (give it a --time)"
+            if refusal.cost == float("inf")
+            else (f"would cost about {money(refusal.cost)} {CURRENCY}")
+        )
+        return (
+            f"[cloud] makes no nodes for it: {b.holder}'s cloud_budget is {money(b.limit)} "
+            f"{CURRENCY}/{b.period}, {money(b.spent)} spent or committed this {b.period}, "
+            f"and its nodes {cost}; it starts on owned nodes when they free up"
+        )
 
     def agent_nodes(self) -> list[str]:
         """The node names the nodes' token serves: every group's, the retiring too (their
@@ -192,6 +342,11 @@ class CloudService:
                 await asyncio.wait_for(stop.wait(), self.config.interval_seconds)
 
     async def step(self) -> None:
+        if self.cluster.clock.now() - self.prices_read_at >= self.config.price_interval_seconds:
+            await self.read_prices()
+        policy = self.cluster.config.priority
+        now = self.cluster.clock.now()
+        await self.ledger.current(self.cluster, cloud_costs.earliest_start(policy, now))
         listed = await self._list()
         booting: dict[str, str] = {}
         joined: dict[str, str] = {}
@@ -206,6 +361,8 @@ class CloudService:
             # names the group no longer has (a reconfigure shortened its list)
             await self._retire(group, [i for i in instances if i.node not in names])
             await self._forget_lost(group, instances)
+            for gone in await self._remove_interrupted(group, j):
+                joined.pop(gone, None)
         await self._retire_groups()
         await self._scale_down(joined)
         await self._scale_up(listed, self._spare(booting, joined))
@@ -257,7 +414,7 @@ class CloudService:
             gpus=group.resources.gpus,
             gpu_type=group.gpu_model,
             features=list(group.features),
-            price_per_hour=group.price_per_hour,
+            price_per_hour=self.price(group),
             idle_seconds=group.idle_seconds,
             boot_timeout_seconds=group.boot_timeout_seconds,
             instances=[self._node_info(i) for i in state.instances],
@@ -482,6 +639,27 @@ class CloudService:
                     group.name,
                 )
 
+    async def _remove_interrupted(self, group: NodeGroup, joined: Mapping[str, str]) -> list[str]:
+        """Remove the joined nodes the provider is taking back once their jobs are gone
+        (the machine goes anyway; on EC2 its last minutes are not paid for); their names."""
+        removed = []
+        for name in joined:
+            node = self.cluster.nodes.get(name)
+            usage = self.cluster.usage.get(name)
+            if node is None or not node.reason.startswith(INTERRUPTION_REASON):
+                continue
+            if node.state is not NodeState.DRAIN or (usage is not None and usage.jobs):
+                continue
+            inst = next(i for i in self.groups[group.name].instances if i.node == name)
+            if await self._remove(group, [inst]):
+                await forget_node(self.cluster, name, node.reason)
+                self.idle_since.pop(name, None)
+                removed.append(name)
+                await self._event(
+                    "cloud.node_removed", name, group, instance=inst.id, interrupted=True
+                )
+        return removed
+
     async def _scale_down(self, joined: Mapping[str, str]) -> None:
         now = self.cluster.clock.now()
         for node in list(self.idle_since):
@@ -520,13 +698,13 @@ class CloudService:
     ) -> None:
         now = self.cluster.clock.now()
         groups = [
-            g
+            replace(g, price_per_hour=self.price(g))  # the choice of group: at current prices
             for g in self.config.groups
             if g.name in listed and self.groups[g.name].resting_until <= now
         ]
         if not groups:
             return
-        waiting = self._waiting(now)
+        waiting = await self._within_budgets(self._waiting(now), groups, now)
         if not waiting:
             return
         existing = set(self.cluster.nodes) | {i.node for v in listed.values() for i in v}
@@ -625,14 +803,14 @@ class CloudService:
     def _decide(self, job: Job, others: int, now: float, view: DataView | None) -> Decision:
         """Whether ``job`` is worth new nodes, and each group's expected cost."""
         spec = job.spec
-        runtime = self.runtime(job)
+        runtime = self.estimate(job)
         if runtime is None or runtime <= 0:
             runtime = float(job.time_limit_s) if job.time_limit_s else UNKNOWN_RUNTIME_S
         nodes = max(max(1, spec.nodes_min) - others, 1)
         checkpoint = NOTICE_S if spec.signal is not None else 0.0
         offers = [
             offer(
-                g,
+                replace(g, price_per_hour=self.price(g)),  # (its provider's latest)
                 nodes,
                 runtime,
                 now,
@@ -663,6 +841,58 @@ class CloudService:
             runtime_s=runtime,
             offers=offers,
         )
+
+    async def _within_budgets(
+        self, waiting: list[Waiting], groups: Sequence[NodeGroup], now: float
+    ) -> list[Waiting]:
+        """``waiting`` less the jobs whose burst would pass a ``cloud_budget``; those
+        wait with reason ``CloudBudget`` (``hal.cloud.budgets``). The nodes being made
+        for waiting jobs count as spent: those jobs pass without asking again."""
+        policy = self.cluster.config.priority
+        holders = Holders(policy)
+        asks: list[Ask] = []
+        committed: dict[str, float] = {}
+        for w in waiting:
+            job = self.cluster.jobs[w.job_id]
+            mine = holders.of(payer(job, policy))
+            if not mine:
+                continue
+            cost = self._expected(job, w, groups)
+            if self.making_for(w.job_id):
+                for holder in mine:
+                    committed[holder] = committed.get(holder, 0.0) + cost
+            else:
+                asks.append(Ask(w.job_id, cost, mine))
+        self.committed = committed
+        refused: dict[int, Refusal] = {}
+        if asks:
+            found = await self.ledger.current(self.cluster, cloud_costs.earliest_start(policy, now))
+            budgets = cloud_costs.spent(policy, found, now, committed)
+            refused = admit(asks, budgets)[1]
+        await self._mark_budget_waits(refused)
+        return [w for w in waiting if w.job_id not in refused]
+
+    def _expected(self, job: Job, w: Waiting, groups: Sequence[NodeGroup]) -> float:
+        """What new nodes for ``job`` would cost (``burst_price``), for its predicted run
+        time (within its time limit), else its time limit."""
+        price = burst_price(job.spec, groups)
+        if price is None:
+            return 0.0  # no group holds it: it asks for nothing
+        limit = job.time_limit_s or None
+        predicted = self.estimate(job)
+        seconds = limit if predicted is None else min(predicted, limit or predicted)
+        nodes = max(0, max(1, job.spec.nodes_min) - w.others)  # (others: nodes there)
+        return expected_cost(price, None if seconds is None else seconds / 3600, nodes)
+
+    async def _mark_budget_waits(self, refused: dict[int, Refusal]) -> None:
+        """The reasons: ``CloudBudget`` for the jobs refused, Resources again for those
+        a budget held and no longer does (the scheduler's next pass says better)."""
+        before, self.held = self.held, refused
+        changes = {i: PendingReason.CLOUD_BUDGET for i in refused} | {
+            i: PendingReason.RESOURCES for i in before if i not in refused
+        }
+        if changes:
+            await set_pending_reasons(self.cluster, changes)
 
     def _others(self, job: Job, partitions: tuple[Partition, ...]) -> int:
         """The joined nodes outside the groups that have room for a multi-node job's
@@ -741,11 +971,18 @@ def _data_cost(group: NodeGroup, keys: Sequence[str], view: DataView | None) -> 
     return moved.cost + group.egress_per_gb * moved.moved_bytes / GB
 
 
+def _priced(provider: Provider) -> bool:
+    """The provider publishes prices (``PricedProvider``)."""
+    return callable(getattr(provider, "prices", None))
+
+
 def _kept_by_operator(node: Node) -> bool:
-    """Drained or downed by someone (``scontrol update``), not by the autoscaler: kept
-    until resumed, as Slurm leaves such a cloud node alone."""
+    """Drained or downed by someone (``scontrol update``), not by the autoscaler or its
+    provider's notices: kept until resumed, as Slurm leaves such a cloud node alone."""
     if node.state is NodeState.DRAIN:
-        return node.reason != IDLE_REASON
+        return node.reason != IDLE_REASON and not node.reason.startswith(
+            (INTERRUPTION_REASON, REBALANCE_REASON)
+        )
     return set_down_by_operator(node)
 
 

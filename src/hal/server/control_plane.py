@@ -22,6 +22,7 @@ from hal.config.model import HalConfig, load_config
 from hal.config.power import check_programs
 from hal.core.clock import Clock
 from hal.core.errors import Conflict, HalError, InvalidRequest
+from hal.core.job import Job
 from hal.core.tasks import cancel_tasks
 from hal.host.clock import SystemClock
 from hal.predict import CONFIGURABLE, Predictor, SharedPredictor, planning_predictor
@@ -291,13 +292,19 @@ class ControlPlane:
             cloud_service, self.cluster, self.cloud_providers, self.data_dir, self.url
         )
         self.cloud.forget_token = lambda: self.ctx.tokens.forget_user(CLOUD_AGENT)
-        self.cloud.runtime = self.predictions.planned_runtime  # (the burst decision's)
+        self.cloud.estimate = self._planned_run_time
         self.cloud.backfill_every = lambda: self.scheduler.backfill_interval_s
         data = self.ctx.data
         self.cloud.data_view = (lambda: None) if data is None else data.view
         self.ctx.cloud = self.cloud  # GET /v1/cloud
         self.observe.metrics.cloud_stats = self.cloud.status
+        self.observe.metrics.cloud_costs = self.cloud.month_costs
         self._tasks.append(asyncio.create_task(self.cloud.run(self._stop), name="hal-cloud"))
+
+    def _planned_run_time(self, job: Job) -> float | None:
+        """The run time the planner expects of ``job`` (a budget's expected cost)."""
+        found = self.predictions.estimate(job, self.cluster.clock.now())
+        return None if found is None else found[0]
 
     async def _reconfigure_cloud(self, providers: dict[str, Provider]) -> None:
         """The autoscaler takes the new ``[cloud]`` (the cluster has its templates)."""

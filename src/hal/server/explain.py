@@ -275,6 +275,9 @@ async def explain(
         )
         detail += f"; [cloud] made node(s) for it: {nodes}; it can start once they join"
     detail += _waking(ctx, job.id) if pending else ""
+    budget = cloud.budget_wait(job.id) if cloud is not None and pending else ""
+    if budget:
+        detail += f"; {budget}"
     return ExplainInfo(
         job_id=job.id,
         display_id=job.display_id,

@@ -41,11 +41,16 @@ class Admission:
         self.mirror = mirror
         # the QoS and accounts jobs may name (``hal.state.associations``)
         self.associations = Associations(mirror.config.priority)
+        self._latency_qos = {q.name for q in mirror.config.priority.qos if q.latency_sensitive}
 
     def with_defaults(self, spec: JobSpec) -> JobSpec:
         """``spec`` with the account and QoS a job naming none is charged to, stored
-        with it (Slurm's)."""
-        return self.associations.with_defaults(spec)
+        with it (Slurm's), latency-sensitive where that QoS is (``[[qos]]
+        latency_sensitive``)."""
+        spec = self.associations.with_defaults(spec)
+        if not spec.latency_sensitive and spec.qos in self._latency_qos:
+            spec = spec.with_changes(latency_sensitive=True)
+        return spec
 
     def admit(self, spec: JobSpec, index: int | None) -> tuple[str, int, int]:
         """Resolve the partition, time limit and priority; reject what can never run."""

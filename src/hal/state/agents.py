@@ -28,7 +28,7 @@ from hal.core.node import Node, check_features
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.topology_labels import check_labels
-from hal.state import command_exit, preempt
+from hal.state import command_exit, interruptions, preempt, profiles
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.launch import build_launch
 from hal.state.node_reasons import NOT_RESPONDING, server_user
@@ -47,6 +47,7 @@ from hal.wire.agent import (
     AgentSync,
     Cancel,
     Instruction,
+    InterruptionNotice,
     JobReport,
     JobUsage,
     Launch,
@@ -88,11 +89,16 @@ class AgentSession:
     # its running jobs' latest usage samples, by job id, with when they came (memory
     # only: they change all the time; ``usage_of``)
     usage: dict[int, tuple[float, JobUsage]] = field(default_factory=dict)
+    # its jobs whose profiles put them in a new class: the class and how many samples in
+    # a row said it (``profiles.changed_classes``)
+    class_votes: profiles.Votes = field(default_factory=dict)
     # the host's MemAvailable and load average from its latest heartbeat (None: not
     # reported yet); memory only, as ``usage``
     free_memory_bytes: int | None = None
     cpu_load: float | None = None
     gpu_problems: list[str] | None = None  # the agent's last GPU health read; None: none
+    # interruption notices the agent sent that a database outage kept from being acted on
+    notices: list[InterruptionNotice] = field(default_factory=list)
 
     def push(self, instruction: Instruction) -> None:
         self.outbox.append(instruction)
@@ -312,9 +318,15 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
             session.acked_seq = max(r.seq for r in fresh)
         # (only once its reports are in: a job it finished is not in ``running``)
         await _check_lost(cluster, session, set(request.running), now)
+        if request.usage:  # the classes its jobs' profiles put them in, when they change
+            await profiles.record(cluster, session.class_votes, request.usage)
         if request.gpu_problems is not None:
             session.gpu_problems = request.gpu_problems
             await _gpu_health(cluster, node, request.gpu_problems)
+        if request.notices or session.notices:  # (the agent sends each until answered)
+            session.notices = [*session.notices, *request.notices][-4:]
+            await interruptions.on_notices(cluster, node, session.notices)
+            session.notices = []
     except (DatabaseUnavailable, CommitOutcomeUnknown):
         # The agent keeps what is not acknowledged and sends it again with its next sync
         # (at the latest when the database is back: ``Cluster._database_back``). The

@@ -32,6 +32,7 @@ from hal.config.model import HalConfig
 from hal.core.clock import Clock
 from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
+from hal.core.profiles import LATENCY_SENSITIVE
 from hal.core.states import JobState, PendingReason
 from hal.host.clock import SystemClock
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
@@ -451,7 +452,8 @@ class Cluster(Mirror):
         """The ended version of ``job`` (or, for NODE_FAIL with requeue, the requeued one:
         a batch job only, as Slurm's; salloc's allocation, ``Requeue=1`` too, ends)."""
         state = preempt.ended_as(job, state)
-        if job.extra.get(preempt.REQUEUE) == "1" or (
+        cancelled = preempt.INTERRUPTED in job.extra and job.cancelled_by  # (in its grace)
+        if (job.extra.get(preempt.REQUEUE) == "1" and not cancelled) or (
             state is JobState.NODE_FAIL and job.spec.requeue and not job.spec.interactive
         ):
             # PENDING: an administrator's requeue (scontrol requeue) ending its run
@@ -544,6 +546,7 @@ def new_jobs(
             "reason": (
                 PendingReason.JOB_HELD_USER if spec.hold else PendingReason.WAITING_FOR_SCHEDULING
             ),
+            "extra": {LATENCY_SENSITIVE: "1"} if spec.latency_sensitive else {},
         }
         if spec.array is None:
             jobs.append(Job(id=first, **common))  # type: ignore[arg-type]

@@ -95,7 +95,7 @@ def requeued(
     121 s delay that HAL does not add: docs/slurm-checks.md)."""
     dropped = (
         preempt.REQUEUE, preempt.REQUEUE_HOLD, SUSPENDED_AT, SUSPENDED_S,
-        preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN, PLACEMENT_NOTE,
+        preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN, PLACEMENT_NOTE, preempt.INTERRUPTED,
     )  # start afresh  # fmt: skip
     extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
     if after is not None:

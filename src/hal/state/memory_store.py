@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from hal.core.cloud_costs import RATE
 from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node
@@ -414,6 +415,14 @@ class MemoryStateStore:
         return rows[: max(limit, 0)]
 
     # -- runs and steps -------------------------------------------------------------------
+    def priced_since(self, since: float) -> tuple[list[Job], list[RunRow]]:
+        def priced(r: Row) -> bool:
+            return r.end_time is not None and r.end_time >= since and f'"{RATE}"' in r.marks
+
+        runs = self._tables.runs
+        costly = [runs[k] for k in sorted(runs) if runs[k].cost > 0 and runs[k].end_time >= since]
+        return self._jobs(priced), costly
+
     def runs_of(self, job_ids: Sequence[int]) -> list[RunRow]:
         wanted = set(job_ids)
         runs = self._tables.runs

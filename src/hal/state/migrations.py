@@ -329,6 +329,23 @@ def _v31_job_feedback(conn: Connection) -> None:
     schema.job_feedback.create(conn, checkfirst=True)
 
 
+def _v32_run_interruptions(conn: Connection) -> None:
+    # job_runs.interrupted_at and lost_work: which runs a provider's interruption notice
+    # ended, and the work each lost (sacct's Interrupted, LostWork); runs kept before: none
+    columns = {c["name"] for c in inspect(conn).get_columns("job_runs")}
+    for name in ("interrupted_at", "lost_work"):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE job_runs ADD COLUMN {name} FLOAT"))
+
+
+def _v33_run_costs(conn: Connection) -> None:
+    # job_runs.cost: what each requeued run's cloud nodes cost (hal cloud costs, budgets)
+    columns = {c["name"] for c in inspect(conn).get_columns("job_runs")}
+    if "cost" not in columns:
+        conn.execute(text("ALTER TABLE job_runs ADD COLUMN cost FLOAT NOT NULL DEFAULT 0"))
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_job_runs_end ON job_runs (end_time)"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -361,6 +378,8 @@ STEPS: tuple[Step, ...] = (
     _v29_partition_overrides,
     _v30_traffic_edges,
     _v31_job_feedback,
+    _v32_run_interruptions,
+    _v33_run_costs,
 )
 
 

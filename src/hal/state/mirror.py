@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from hal.config.model import HalConfig
 from hal.core.clock import Clock
@@ -72,6 +72,24 @@ class Mirror:
             for group in config.cloud.groups
             for name in group.nodes
         }
+        # node → what an hour of it costs (its group's price: the configured one until the
+        # autoscaler reads a published one, ``set_cloud_price``); a job starting on such
+        # nodes keeps their sum as its rate (``hal.core.cloud_costs.RATE``)
+        self.cloud_prices: dict[str, float] = {
+            name: group.price_per_hour
+            for group in config.cloud.groups
+            if group.price_per_hour > 0
+            for name in group.nodes
+        }
+
+    def set_cloud_price(self, nodes: Iterable[str], price: float) -> None:
+        """A group's price (``nodes``: its names) as its provider now publishes it: the
+        jobs that start from now on are charged it."""
+        for name in nodes:
+            if price > 0:
+                self.cloud_prices[name] = price
+            else:
+                self.cloud_prices.pop(name, None)
 
     def busy_names(self) -> Counter[tuple[str, str]]:
         """(name, user) of the jobs running or suspended: what a ``singleton`` dependency

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from hal.core.cloud_costs import RATE, rate_mark
 from hal.core.job import NOT_ELIGIBLE, WAITING_ON_OTHERS, Job
 from hal.core.node import Node, Partition
 from hal.core.partition_list import in_partition, partitions_of
@@ -72,6 +73,9 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
                 job = job.evolve(extra=preempt.cleared(job.extra))
             if placement.note or PLACEMENT_NOTE in job.extra:  # this start's own, or none
                 job = job.evolve(extra=_with_note(job.extra, placement.note))
+            rate = rate_mark(placement.allocation.nodes, cluster.cloud_prices)
+            if rate is not None or RATE in job.extra:  # this start's own (an earlier run's)
+                job = job.evolve(extra=_with_rate(job.extra, rate))
             job = job.evolve(
                 state=JobState.RUNNING,
                 reason=PendingReason.NONE,
@@ -127,7 +131,7 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
                     current.reason in WAITING_ON_OTHERS and update.reason not in NOT_ELIGIBLE
                 )  # what it waited on was met in this pass: eligible from now on
                 current = current.evolve(
-                    reason=update.reason,
+                    reason=_kept_budget_wait(current.reason, update.reason),
                     expected_start=update.expected_start,
                     eligible_time=now if now_met else current.eligible_time,
                 )
@@ -235,6 +239,25 @@ def check_placement(
             if ids & used.gpu_ids or any(g >= node.resources.gpus or g < 0 for g in ids):
                 return f"GPUs on node {name} are taken"
     return None
+
+
+def _with_rate(extra: dict[str, str], rate: str | None) -> dict[str, str]:
+    out = {k: v for k, v in extra.items() if k != RATE}
+    if rate is not None:
+        out[RATE] = rate
+    return out
+
+
+def _kept_budget_wait(current: PendingReason, new: PendingReason) -> PendingReason:
+    """The autoscaler's ``CloudBudget`` stays while the scheduler finds no room for the
+    job (it would say Resources or Priority): new nodes would hold it, its budget
+    forbids them; the autoscaler takes the reason back once the budget allows."""
+    if current is PendingReason.CLOUD_BUDGET and new in _ROOM_REASONS:
+        return current
+    return new
+
+
+_ROOM_REASONS = {PendingReason.NONE, PendingReason.PRIORITY, PendingReason.RESOURCES}
 
 
 def _with_note(extra: dict[str, str], note: str) -> dict[str, str]:

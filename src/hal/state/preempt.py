@@ -63,6 +63,9 @@ REQUEUED_AFTER = "requeued_after"
 REQUEUE = "requeue"
 # with it ("1"): the job comes back held (``scontrol requeuehold``)
 REQUEUE_HOLD = "requeue_hold"
+# on a job a provider's interruption notice ends (``hal.state.interruptions``): "NOTICE
+# ACTION_TIME"; it ends as a victim in requeue mode, NODE_FAIL where it may not be requeued
+INTERRUPTED = "interrupted"
 # With no configured grace time a --signal victim gets its @SECS to checkpoint, at most
 # this long: the preemptor waits meanwhile (--signal allows up to 65535 s).
 SIGNAL_GRACE_MAX_S = 300.0
@@ -148,14 +151,16 @@ def notify(cluster: Cluster, marked: Sequence[Job]) -> None:
 
 def final_state(job: Job) -> JobState:
     """What the agent reports: PENDING (requeue: the finish report requeues it) or
-    PREEMPTED."""
+    PREEMPTED; NODE_FAIL for an interrupted job that may not be requeued."""
+    if INTERRUPTED in job.extra and job.extra.get(REQUEUE) != "1":
+        return JobState.NODE_FAIL
     return JobState.PREEMPTED if job.extra.get(PREEMPT_MODE) == CANCEL else JobState.PENDING
 
 
 def cancel_state(job: Job) -> JobState:
     """The state the agent of a COMPLETING job is told to report: a victim's
     ``final_state``, PENDING for a job being requeued, else CANCELLED."""
-    if PREEMPTED_BY in job.extra:
+    if PREEMPTED_BY in job.extra or INTERRUPTED in job.extra:
         return final_state(job)
     return JobState.PENDING if job.extra.get(REQUEUE) == "1" else JobState.CANCELLED
 
@@ -169,10 +174,19 @@ def grace_left(job: Job, now: float) -> int:
 def ended_as(job: Job, reported: JobState) -> JobState:
     """A victim's run ended PREEMPTED whatever its agent saw it exit with (a requeued
     one's ``job.requeued`` event says so too). A suspended victim is not being ended:
-    if it ends while suspended (cancelled, its node failed), it ends as reported."""
+    if it ends while suspended (cancelled, its node failed), it ends as reported. A run
+    an interruption notice ends, to be requeued, ends PREEMPTED too."""
+    if requeued_on_interruption(job):
+        return JobState.PREEMPTED
     if PREEMPTED_BY not in job.extra or job.extra.get(PREEMPT_MODE) == SUSPEND:
         return reported
     return JobState.PREEMPTED
+
+
+def requeued_on_interruption(job: Job) -> bool:
+    """An interruption notice ended ``job``'s run, to be requeued, and its owner has not
+    cancelled it since (``scancel`` during its grace time ends it CANCELLED)."""
+    return INTERRUPTED in job.extra and job.extra.get(REQUEUE) == "1" and not job.cancelled_by
 
 
 def cleared(extra: dict[str, str]) -> dict[str, str]:

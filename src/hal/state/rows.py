@@ -123,6 +123,9 @@ class RunRow:
     allocation: str | None  # JSON (``codec.allocation_to_json``)
     max_rss: int
     cpu_seconds: float
+    interrupted_at: float | None = None  # a provider's interruption notice ended it then
+    lost_work: float | None = None  # seconds of work lost with it (PREEMPTED, NODE_FAIL)
+    cost: float = 0.0  # what its cloud nodes cost (``hal.core.cloud_costs``; 0: none)
 
 
 @dataclass(frozen=True, slots=True)

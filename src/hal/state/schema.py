@@ -225,7 +225,14 @@ job_runs = Table(
     Column("allocation", Text, nullable=True),  # JSON (hal.state.codec)
     Column("max_rss", BigInteger, nullable=False),
     Column("cpu_seconds", Float, nullable=False),
+    # a provider's interruption notice ended it: when the server had it (migration 32)
+    Column("interrupted_at", Float, nullable=True),
+    # seconds of its work lost with it (sacct's LostWork; hal.state.interruptions)
+    Column("lost_work", Float, nullable=True),
+    # what its cloud nodes cost, in USD (migration 33; 0: none, or a run from before)
+    Column("cost", Float, nullable=False, default=0.0, server_default="0"),
 )
+Index("ix_job_runs_end", job_runs.c.end_time)
 
 # job steps still running (ADR 0012), so that a restarted server still knows them when
 # their agents register again: written when a step starts, deleted when it is recorded

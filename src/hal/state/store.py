@@ -38,6 +38,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from hal.core.cloud_costs import RATE
 from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node
@@ -451,6 +452,16 @@ class SqlStateStore:
             found = conn.execute(select(func.max(t.c.step_id)).where(*where))
             value = found.scalar_one()
         return -1 if value is None else int(value)
+
+    def priced_since(self, since: float) -> tuple[list[Job], list[RunRow]]:
+        """The jobs ended since ``since`` on priced capacity and the costly runs."""
+        t, r = schema.jobs, schema.job_runs
+        marked = t.c.marks.like(f'%"{RATE}"%')
+        jobs = self._select_jobs(and_(t.c.end_time >= since, marked))
+        with self.engine.connect() as conn:
+            found = conn.execute(select(r).where(r.c.end_time >= since, r.c.cost > 0))
+            runs = [RunRow(**dict(row._mapping)) for row in found]
+        return jobs, sorted(runs, key=lambda x: (x.job_id, x.attempt))
 
     def runs_of(self, job_ids: Sequence[int]) -> list[RunRow]:
         """The earlier runs of ``job_ids`` (``add_runs``), by job and attempt."""

@@ -308,6 +308,12 @@ class StateStore(Protocol):
         """How many jobs are stored."""
         ...
 
+    def priced_since(self, since: float) -> tuple[list[Job], list[RunRow]]:
+        """What cloud capacity cost from ``since`` on: the jobs that ended at or after
+        it carrying a cloud rate (``hal.core.cloud_costs.RATE``), in id order, and the
+        runs requeues ended at or after it with a cost, by job and attempt."""
+        ...
+
     # -- runs and steps -------------------------------------------------------------------
     def runs_of(self, job_ids: Sequence[int]) -> list[RunRow]:
         """The earlier runs of ``job_ids`` (``add_runs``), by job and attempt."""

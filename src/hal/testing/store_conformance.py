@@ -18,6 +18,7 @@ it is not part of ``hal.testing``'s core-only surface).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -600,6 +601,24 @@ def a_requeued_jobs_runs_are_kept_once_each(open_store: StoreOpener) -> None:
             tx.add_runs([_run(2, 1, "PREEMPTED")])
         assert store.runs_of([2, 1]) == [_run(1, 0), _run(2, 0), _run(2, 1, "PREEMPTED")]
         assert store.runs_of([]) == []
+
+
+@case
+def priced_runs_are_found_by_their_end(open_store: StoreOpener) -> None:
+    """What cloud capacity cost since a time (budgets, hal cloud costs): the jobs that
+    ended since on priced nodes (their rate mark), and the costly runs requeues ended."""
+    rate = {"cloud_rate": "0.5"}
+    priced, early, owned = ended(1, 100.0), ended(2, 10.0), ended(3, 100.0)
+    running = make_job(4).running_on("n1", start=1.0).build().evolve(extra=rate)
+    with opened(open_store) as store:
+        put_jobs(store, priced.evolve(extra=rate), early.evolve(extra=rate), owned, running)
+        with store.transaction() as tx:
+            costly = dataclasses.replace(_run(4, 0), end_time=60.0, cost=1.5)
+            tx.add_runs([costly, dataclasses.replace(_run(4, 1), end_time=70.0), _run(3, 0)])
+        jobs, runs = store.priced_since(50.0)
+        assert ids(jobs) == [1] and jobs[0].extra["cloud_rate"] == "0.5"
+        assert runs == [costly]
+        assert store.priced_since(200.0) == ([], [])
 
 
 @case

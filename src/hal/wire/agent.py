@@ -30,7 +30,7 @@ from pydantic import Field
 
 from hal.wire.base import WireModel
 from hal.wire.bounds import INT32_MAX, INT64_MAX
-from hal.wire.jobs import GpuUsage
+from hal.wire.jobs import GpuUsage, JobProfileSample
 from hal.wire.steps import TaskTotals
 
 NODE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"  # what a node may be called
@@ -120,6 +120,9 @@ class JobUsage(WireModel):
     user_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
     system_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
     gpu: GpuUsage | None = None  # a job given GPUs on an NVML node (``agent.gpuusage``)
+    # its behaviour over the window since the agent's previous sample (``agent.profile``);
+    # None: an older agent, or the job's first sample
+    profile: JobProfileSample | None = None
 
 
 class StepTaskUsage(WireModel):
@@ -174,6 +177,21 @@ class AgentSync(WireModel):
     # running jobs' TCP traffic since the last report (``agent.traffic``): one entry per
     # job with sockets; an older agent, or one that cannot read sock_diag, sends none
     traffic: list[JobTraffic] = Field(default_factory=list, max_length=4096)
+    # what the instance's metadata service says of the machine's fate (``agent.interruption``,
+    # with ``--interruption-notice``): each notice sent until a reply comes
+    notices: list[InterruptionNotice] = Field(default_factory=list, max_length=2)
+
+
+class InterruptionNotice(WireModel):
+    """The provider will take the node's machine back (EC2 spot's instance action, about
+    two minutes ahead), or says it is at raised risk of that (a rebalance
+    recommendation); ``hal.state.interruptions`` drains the node and moves its jobs."""
+
+    kind: Literal["interruption", "rebalance"]
+    action: str = Field(default="", max_length=32)  # terminate, stop, hibernate; "": rebalance
+    # Unix time: when the machine goes (an interruption), when the recommendation was made
+    # (a rebalance)
+    time: float = Field(ge=0, le=1e11)
 
 
 class Endpoint(WireModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ConfigDict, Field
 
 from hal.wire.base import WireModel
@@ -19,6 +21,7 @@ __all__ = [
     "JobEvent",
     "JobInfo",
     "JobList",
+    "JobProfileSample",
     "JobSubmit",
     "JobUpdate",
     "SubmitResult",
@@ -36,6 +39,38 @@ class GpuUsage(WireModel):
     util: int = Field(ge=0, le=INT64_MAX)  # percent of one GPU's SMs, summed: 2 busy = 200
     max_util: int = Field(ge=0, le=INT64_MAX)
     ave_util: float = Field(ge=0)
+
+
+MAX_RATE = 1e13  # bytes a second: 80 Tb/s, above any node's disks or links
+MAX_CPUS_BUSY = 1e5  # CPUs busy: above any node's CPU count
+ProfileSource = Literal["cgroup2", "cgroup1", "proc"]  # where a profile's figures came from
+
+
+class JobProfileSample(WireModel):
+    """How a running job behaved on its batch node over the agent's last sampling window
+    (``hal.agent.profile``; docs/harmonic.md, Profiles): rates per second over the
+    window, resident memory now, and pressure-stall shares where the kernel has them."""
+
+    interval_seconds: float = Field(gt=0, le=86_400)  # the window the rates are over
+    # where the figures come from: "cgroup2" (the job's cgroup, or a hybrid host's
+    # accounting cgroup: CPU and pressure; I/O where it has io.stat, else /proc),
+    # "cgroup1" (the job's memory cgroup; CPU and I/O from /proc) or "proc" (its processes)
+    source: ProfileSource
+    cpu_util: float = Field(ge=0, le=MAX_CPUS_BUSY)  # CPUs busy (1.0: one CPU all the time)
+    rss_bytes: int = Field(ge=0, le=INT64_MAX)  # its processes' resident memory, summed
+    # the job cgroup's memory charge (page cache included): memory.current or cgroup1's
+    # memory.usage_in_bytes; None: no memory cgroup
+    memory_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    read_bytes_per_s: float = Field(ge=0, le=MAX_RATE)  # from storage (not page cache hits)
+    write_bytes_per_s: float = Field(ge=0, le=MAX_RATE)  # to storage
+    # TCP sent + received by its sockets (the traffic telemetry's last read); None: not
+    # attributed (telemetry off or unreadable)
+    net_bytes_per_s: float | None = Field(default=None, ge=0, le=MAX_RATE)
+    # the share of the window (0..1) some task of the job stalled on the CPU, memory or
+    # I/O (pressure-stall "some"); None: no cgroup2 pressure files for the job
+    cpu_pressure: float | None = Field(default=None, ge=0, le=1)
+    memory_pressure: float | None = Field(default=None, ge=0, le=1)
+    io_pressure: float | None = Field(default=None, ge=0, le=1)
 
 
 class StepGpuUsage(WireModel):
@@ -137,6 +172,14 @@ class JobInfo(WireModel):
     usage_time: float | None = None
     # the same of its GPUs, for a job given GPUs once its agent sampled them (None: none)
     gpu_usage: GpuUsage | None = None
+    # a running job's behaviour at its agent's latest sample (``hal show``'s Profile);
+    # None: not running, or not sampled over a window yet
+    profile: JobProfileSample | None = None
+    # the class its profile last put it in (cpu, memory, io, network, light), kept after
+    # it ends; None: never classed
+    profile_class: str | None = None
+    # asked to be protected from noisy neighbours first (--latency-sensitive, or its QoS)
+    latency_sensitive: bool = False
     workdir: str
     # the script's file and arguments as submitted (``scontrol show job``'s Command=);
     # None: read from stdin, ``--wrap`` or sent without a path
@@ -154,6 +197,11 @@ class JobInfo(WireModel):
     # NODE_FAIL); None: never requeued, or requeued by an administrator
     requeued_after: str | None = None
     preempt_time: float | None = None  # when it was last chosen as a preemption victim
+    # its run was ended by a provider's interruption notice, which the server had then
+    interrupted_at: float | None = None
+    # seconds of work its run lost as it ended PREEMPTED or NODE_FAIL (sacct's LostWork):
+    # its elapsed time, less what a checkpoint at its --signal saved; None: another end
+    lost_work_seconds: float | None = None
     # seconds spent suspended (scontrol suspend); run times (squeue TIME, sacct Elapsed)
     # leave them out, as Slurm's do
     suspended_seconds: float = 0.0
@@ -193,6 +241,9 @@ class JobInfo(WireModel):
     steps: list[StepRecord] = Field(default_factory=list)
     # the runs a requeue ended, oldest first: filled for history queries (sacct -D) only
     runs: list[JobRun] = Field(default_factory=list)
+    # what its cloud nodes cost in this run, in USD (node-hours × their group's price at
+    # its start): so far while it runs; None: it has not run on priced nodes
+    cost: float | None = None
 
 
 class StepRecord(WireModel):
@@ -241,8 +292,11 @@ class JobRun(WireModel):
     start_time: float | None = None
     end_time: float
     nodes: list[str] = Field(default_factory=list)
+    cost: float | None = None  # what its cloud nodes cost (None: none)
     max_rss_bytes: int = 0  # what its batch script used (0: not measured)
     cpu_seconds: float = 0.0
+    interrupted_at: float | None = None  # as JobInfo's
+    lost_work_seconds: float | None = None
 
 
 class JobList(WireModel):

@@ -135,6 +135,8 @@ class JobSubmit:
     # salloc's allocation: its script only holds the nodes while salloc's command runs
     # on the submit host; ``scontrol show job`` shows it as Slurm does, BatchFlag=0
     interactive: bool = False
+    # --latency-sensitive: keep the job from noisy neighbours first (docs/harmonic.md)
+    latency_sensitive: bool = False
 
 
 @dataclass(slots=True)

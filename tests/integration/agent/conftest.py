@@ -35,6 +35,7 @@ from hal.wire.agent import (
     Cancel,
     JobReport,
     JobTraffic,
+    JobUsage,
     Launch,
     Signal,
 )
@@ -54,6 +55,7 @@ class FakeChannel:
     received: list[JobReport] = field(default_factory=list)  # everything sent, with repeats
     syncs: int = 0
     traffic: list[JobTraffic] = field(default_factory=list)  # every sync's, in order
+    usage: list[JobUsage] = field(default_factory=list)  # every sync's samples, in order
     acked_seq: int = 0
     _queue: list[Launch | Signal | Cancel] = field(default_factory=list)
 
@@ -80,6 +82,7 @@ class FakeChannel:
         self.syncs += 1
         self.received.extend(request.reports)
         self.traffic.extend(request.traffic)
+        self.usage.extend(request.usage)
         seen = {(r.job_id, r.kind, r.attempt) for r in self.reports}
         for report in request.reports:
             if (report.job_id, report.kind, report.attempt) not in seen:

@@ -694,7 +694,8 @@ def test_the_cloud_tab_shows_the_groups_and_the_node_made_for_a_job(  # type: ig
     browser, tmp_path: Path, shots: Path
 ) -> None:
     """A local group (agent processes on this host) makes a node for a job that no joined
-    node holds; the tab shows the group and the node, booting then joined."""
+    node holds; the tab shows the group and the node, booting then joined, this month's
+    spend and the account's cloud_budget; the queue shows the job's cost so far."""
     import json
 
     import psutil
@@ -704,13 +705,14 @@ def test_the_cloud_tab_shows_the_groups_and_the_node_made_for_a_job(  # type: ig
         "[cloud]\ninterval_seconds = 0.5\npending_seconds = 0\n"
         '[[cloud.groups]]\nname = "burst"\nprovider = "local"\nnodes = "burst[1-2]"\n'
         'cpus = 2\nmemory = "1G"\nprice_per_hour = 0.25\n'
+        '[[accounts]]\nname = "physics"\ncloud_budget = "100 USD/month"\n'
     )
     server = LiveServer(tmp_path / "data", config_file=toml)
     server.start()
     page = open_dashboard(browser, server)
     try:
         with server.client() as c:
-            c.submit(JobSubmit(script="#!/bin/sh\nsleep 30\n", workdir=str(tmp_path)))
+            job = c.submit(JobSubmit(script="#!/bin/sh\nsleep 30\n", workdir=str(tmp_path)))
         page.click('nav a[data-tab="cloud"]')
         page.wait_for_selector('#cloud-groups tr[data-group="burst"]')
         page.wait_for_selector('#cloud-nodes tr[data-node="burst1"]')
@@ -720,7 +722,15 @@ def test_the_cloud_tab_shows_the_groups_and_the_node_made_for_a_job(  # type: ig
         group = row_cells(page, '#cloud-groups tr[data-group="burst"]')
         assert group[:4] == ["burst", "local", "1 / 2", "2"] and group[-1] == "ready"
         assert "$0.25\nCost an hour" in page.inner_text("#cloud-cards")
+        assert "this month" in page.inner_text("#cloud-cards")
+        budget = row_cells(page, '#cloud-budgets tr[data-budget="account physics"]')
+        assert budget[:3] == ["account physics", "$100.00", "month"]
         page.screenshot(path=str(shots / "cloud.png"))
+        page.click('nav a[data-tab="queue"]')
+        page.select_option("#f-state", "ALL")  # (it may have ended: its cost stays)
+        row = f'#queue-table tr[data-job="{job.job_id}"]'
+        page.wait_for_selector(row)
+        assert row_cells(page, row)[-1].startswith("$0.0")
     finally:
         page.close()
         server.stop()

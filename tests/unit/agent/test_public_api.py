@@ -54,6 +54,8 @@ def test_config_fields() -> None:
         "unknown_users_as_agent",
         "artifact_cache_bytes",
         "traffic_interval_seconds",
+        "interruption_notice",
+        "interruption_interval_seconds",
     ]
 
 

@@ -66,3 +66,47 @@ def test_an_unhealthy_group_says_so_and_since_when() -> None:
         "gpu: resting for 0:02:00",
         "gpu: last error: listing instances: Lambda Cloud (group gpu): no answer",
     ]
+
+
+def test_prices_show_source_age_and_a_reading_error() -> None:
+    from hal.cli.cloud import render_prices
+    from hal.wire.cloud import CloudPrice, CloudPrices
+
+    prices = CloudPrices(
+        price_interval_seconds=300,
+        prices=[
+            CloudPrice(group="burst", price_per_hour=0.17, source="config", observed_at=0.0,
+                       age_seconds=192.0),
+            CloudPrice(group="spot", price_per_hour=0.052, source="ec2 spot price history",
+                       observed_at=0.0, age_seconds=3700.0, error="reading its price: timeout"),
+        ],
+    )  # fmt: skip
+    assert render_prices(prices).splitlines() == [
+        "GROUP          PRICE/H CUR      AGE  SOURCE",
+        "burst           0.1700 USD  0:03:12  config",
+        "spot            0.0520 USD  1:01:40  ec2 spot price history",
+        "spot: reading its price: timeout (the price above is the last one read)",
+    ]
+
+
+def test_costs_per_account_and_user_then_each_budget() -> None:
+    from hal.cli.cloud import render_costs
+    from hal.wire.cloud import CloudBudgetInfo, CloudCost, CloudCosts
+
+    costs = CloudCosts(
+        since=0.0,
+        until=10.0,
+        total=12.5,
+        costs=[CloudCost(account="physics", user="alice", cost=12.5, runs=3, running=1)],
+        budgets=[
+            CloudBudgetInfo(holder="account physics", limit=500.0, period="month", since=0.0,
+                            spent=12.5, committed=4.0, waiting=2),
+        ],
+    )  # fmt: skip
+    lines = render_costs(costs).splitlines()
+    assert lines[1:4] == [
+        "ACCOUNT          USER               COST   RUNS  RUNNING",
+        "physics          alice             12.50      3        1",
+        "total                              12.50",
+    ]
+    assert lines[-1] == "account physics            500.00 month       12.50       4.00       2"

@@ -455,3 +455,23 @@ def test_an_allocation_has_no_batch_step() -> None:
     ]
     only = call(client, "sacct", "-j", "3.batch", "-n", "-P", "-o", "JobID")
     assert (only.rc, only.out) == (0, "")
+
+
+def test_cost_is_the_runs_cloud_cost_in_usd_blank_without_one() -> None:
+    """HAL's Cost: what the job's cloud nodes cost (so far while it runs), 10 wide and
+    right-aligned as sacct's numbers; blank on step lines and for a job on no priced node."""
+    client = FakeClient(
+        job_list=[
+            job(1, state="COMPLETED", start_time=T0, end_time=T0 + 60, nodes=["c1"], cost=0.416),
+            job(2, state="COMPLETED", start_time=T0, end_time=T0 + 60, nodes=["vm"]),
+        ]
+    )
+    assert call(client, "sacct", "-o", "JobID,Cost").lines == [
+        "JobID              Cost ",
+        "------------ ---------- ",
+        "1                  0.42 ",
+        "1.batch                 ",
+        "2                       ",
+        "2.batch                 ",
+    ]
+    assert call(client, "sacct", "-X", "-P", "-n", "-o", "JobID,Cost").lines == ["1|0.42", "2|"]

@@ -65,7 +65,8 @@ def group(**changes: Any) -> dict[str, Any]:
         ({"groups": [group(market="preemptible")]}, "market: must be one of on_demand, spot"),
         (
             {"groups": [group(provider="lambda", market="spot")]},
-            "provider 'lambda' lends no spot capacity (spot: ec2); write market = \"on_demand\"",
+            "provider 'lambda' lends no spot capacity (spot: ec2, local); "
+            'write market = "on_demand"',
         ),
         (
             {"groups": [group(provider="ec2", market="spot", max_price="1")]},

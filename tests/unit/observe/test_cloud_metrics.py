@@ -74,3 +74,35 @@ def test_nodes_by_state_cost_and_counters() -> None:
 def test_no_groups_no_series() -> None:
     assert scrape(None) == {}
     assert scrape(CloudStatus()) == {}
+
+
+def test_costs_by_account_and_user_and_each_budget() -> None:
+    from hal.server.observe.cloudmetrics import cost_metrics
+    from hal.wire.cloud import CloudBudgetInfo, CloudCost, CloudCosts
+
+    costs = CloudCosts(
+        since=0.0,
+        until=1.0,
+        costs=[CloudCost(account="physics", user="alice", cost=3.5, runs=2)],
+        budgets=[CloudBudgetInfo(holder="QoS high", limit=50.0, period="day", since=0.0,
+                                 spent=7.25)],
+    )  # fmt: skip
+
+    class Source(Collector):
+        def collect(self):  # type: ignore[no-untyped-def]
+            return cost_metrics(costs)
+
+    registry = CollectorRegistry()
+    registry.register(Source())
+    found = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
+    assert (
+        found[("hal_cloud_cost_dollars_total", (("account", "physics"), ("user", "alice")))] == 3.5
+    )
+    assert found[("hal_cloud_budget_dollars", (("holder", "QoS high"), ("period", "day")))] == 50.0
+    high = (("holder", "QoS high"), ("period", "day"))
+    assert found[("hal_cloud_budget_spent_dollars", high)] == 7.25
+    assert list(cost_metrics(None)) == []

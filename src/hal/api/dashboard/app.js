@@ -40,6 +40,7 @@ function fmtSeconds(s) {
   if (s < 86400) return `${(s / 3600).toFixed(1)} h`;
   return `${(s / 86400).toFixed(1)} d`;
 }
+function fmtCost(x) { return x === null || x === undefined ? "" : `$${Number(x).toFixed(2)}`; }
 function fmtNum(x, digits) { return x === null || x === undefined ? "—" : Number(x).toFixed(digits); }
 function cards(target, items) {
   $(target).replaceChildren(...items.map(([label, value, sub]) =>
@@ -266,7 +267,7 @@ async function renderQueue() {
       el("td", {}, j.state === "PENDING" ? j.reason : ""),
       el("td", {}, j.state === "PENDING" ? fmtTime(j.expected_start) : fmtTime(j.start_time)),
       el("td", {}, fmtTime(j.submit_time)), el("td", {}, j.cpus), el("td", {}, j.gpus),
-      el("td", {}, j.nodes.join(",")));
+      el("td", {}, j.nodes.join(",")), el("td", { class: "num" }, fmtCost(j.cost)));
     tr.addEventListener("click", () => openDetail(j.display_id));
     return tr;
   });
@@ -286,6 +287,7 @@ async function renderDetail(id, withLog) {
     ["CPUs / GPUs", `${j.cpus} / ${j.gpus}`], ["Memory", fmtBytes(j.memory_bytes)],
     ["Max RSS", fmtBytes(j.max_rss_bytes)], ["CPU time", `${j.cpu_seconds.toFixed(2)} s`],
     ["Exit code", j.exit_code], ["Restarts", j.restarts], ["Working dir", j.workdir]];
+  if (j.cost !== null && j.cost !== undefined) fields.push(["Cloud cost", fmtCost(j.cost)]);
   const g = j.gpu_usage;  // its GPUs' memory and utilisation, read through NVML
   if (g) fields.splice(10, 0, ["GPU use", `${fmtBytes(g.max_mem_bytes)} most, ` +
     `${g.max_util} % most, ${g.ave_util} % mean`]);
@@ -866,6 +868,7 @@ async function renderCloud() {
   $("#cloud-off").hidden = c.groups.length > 0;
   $("#cloud-on").hidden = c.groups.length === 0;
   if (!c.groups.length) return;
+  const spend = await api("/v1/cloud/costs");  // this month's, and each cloud_budget
   const now = Date.now() / 1000;
   const nodes = c.groups.flatMap((g) => g.instances.map((i) => ({ ...i, group: g })));
   const count = (st) => nodes.filter((n) => n.state === st).length;
@@ -877,8 +880,17 @@ async function renderCloud() {
     ["Running a job", count("joined"), ""],
     ["Idle", count("idle"), ""],
     ["Cost", `$${cost.toFixed(2)}`, "an hour"],
+    ["Spent", fmtCost(spend.total), "this month"],
   ]);
   const num = (v) => el("td", { class: "num" }, v);
+  $("#cloud-budgets").hidden = spend.budgets.length === 0;
+  $("#cloud-budgets tbody").replaceChildren(...spend.budgets.map((b) => {
+    const tr = el("tr", { "data-budget": b.holder }, el("td", {}, b.holder),
+      num(fmtCost(b.limit)), el("td", {}, b.period), num(fmtCost(b.spent)),
+      num(fmtCost(b.committed)), num(b.waiting));
+    tr.classList.toggle("bad", b.spent + b.committed >= b.limit);
+    return tr;
+  }));
   $("#cloud-groups tbody").replaceChildren(...c.groups.map((g) => {
     const status = g.retiring ? "taken out of [cloud]: its nodes go as their jobs end"
       : g.resting_until ? `resting ${fmtSeconds(g.resting_until - now)}: ${g.last_error}`

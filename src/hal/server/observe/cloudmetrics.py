@@ -1,6 +1,8 @@
 """The ``hal_cloud_*`` series: the autoscaler's nodes by group and state, what it made,
-removed and failed to start, and what its running nodes cost an hour. Read from
-``hal.server.cloud.CloudService.status`` at each scrape; nothing without [cloud] groups."""
+removed and failed to start, what its running nodes cost an hour, what jobs cost this
+month by account and user, and where each ``cloud_budget`` stands. Read from
+``hal.server.cloud.CloudService.status`` and ``month_costs`` at each scrape (the costs
+as the autoscaler's last pass found them); nothing without [cloud] groups."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from hal.wire.cloud import CloudStatus
+from hal.wire.cloud import CloudCosts, CloudStatus
 
 STATES = ("booting", "joined", "idle", "stopping")
 
@@ -24,7 +26,7 @@ def cloud_metrics(status: CloudStatus | None) -> Iterable[Metric]:
     )
     cost = GaugeMetricFamily(
         "hal_cloud_hourly_cost_dollars",
-        "What the group's nodes not being removed cost an hour, at its price_per_hour.",
+        "What the group's nodes not being removed cost an hour, at its current price.",
         labels=["group"],
     )
     resting = GaugeMetricFamily(
@@ -55,3 +57,32 @@ def cloud_metrics(status: CloudStatus | None) -> Iterable[Metric]:
     yield cost
     yield resting
     yield from counters.values()
+
+
+def cost_metrics(costs: CloudCosts | None) -> Iterable[Metric]:
+    if costs is None:
+        return
+    total = CounterMetricFamily(
+        "hal_cloud_cost_dollars",
+        "What jobs' cloud nodes cost this month (UTC; it starts again at 0 each month), "
+        "by account and user: the runs ended, and so far of those running.",
+        labels=["account", "user"],
+    )
+    for c in costs.costs:
+        total.add_metric([c.account, c.user], c.cost)
+    yield total
+    limit = GaugeMetricFamily(
+        "hal_cloud_budget_dollars",
+        "A cloud_budget's limit for its period, by holder (account NAME or QoS NAME).",
+        labels=["holder", "period"],
+    )
+    spent = GaugeMetricFamily(
+        "hal_cloud_budget_spent_dollars",
+        "What a cloud_budget's period has spent so far (committed bursts not included).",
+        labels=["holder", "period"],
+    )
+    for b in costs.budgets:
+        limit.add_metric([b.holder, b.period], b.limit)
+        spent.add_metric([b.holder, b.period], b.spent)
+    yield limit
+    yield spent

@@ -37,14 +37,14 @@ from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
 from hal.server.observe.artifactmetrics import artifact_metrics
-from hal.server.observe.cloudmetrics import cloud_metrics
+from hal.server.observe.cloudmetrics import cloud_metrics, cost_metrics
 from hal.server.observe.feedbackmetrics import feedback_metrics
 from hal.server.observe.harmonicmetrics import HarmonicStats, harmonic_metrics
 from hal.server.observe.powermetrics import power_metrics
 from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
 from hal.state.retention import Purged
-from hal.wire.cloud import CloudStatus
+from hal.wire.cloud import CloudCosts, CloudStatus
 
 if TYPE_CHECKING:
     from hal.server.observe.anomalies import AnomalyDetector
@@ -225,6 +225,8 @@ class HalMetrics:
         # the autoscaler's state (``hal.server.cloud.CloudService.status``), set by the
         # server when hal.toml has [cloud] groups; None: no hal_cloud_* series
         self.cloud_stats: Callable[[], CloudStatus | None] = lambda: None
+        # this month's cloud costs and budgets (``CloudService.month_costs``), likewise
+        self.cloud_costs: Callable[[], CloudCosts | None] = lambda: None
         # the traffic graph's counters (``hal.server.traffic.TrafficService.stats``), set
         # by the server; None: no hal_harmonic_* series
         self.harmonic_stats: Callable[[], HarmonicStats | None] = lambda: None
@@ -423,6 +425,7 @@ class _StateCollector(Collector):
         yield from _data_metrics(m.data_stats())
         yield from cloud_metrics(m.cloud_stats())
         yield from power_metrics(cluster)
+        yield from cost_metrics(m.cloud_costs())
         yield from harmonic_metrics(m.harmonic_stats())
         yield from feedback_metrics(m.feedback_latest())
         yield from artifact_metrics(m.artifacts)
