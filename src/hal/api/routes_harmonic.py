@@ -1,10 +1,16 @@
-"""``/v1/harmonic``: the traffic graph (``hal.server.traffic``; ``hal harmonic graph``).
+"""``/v1/harmonic``: the traffic graph (``hal.server.traffic``; ``hal harmonic graph``)
+and the interference model (``hal.server.dissonance``; ``hal harmonic dissonance``,
+``hal harmonic eval``).
 
 ``GET /v1/harmonic/graph`` answers every edge, or with ``job`` (an id as squeue takes it:
 ``12``, ``12_3``; a finished job too, by its workload) the job's edges to other running
 jobs and its workload's, and with ``user`` the edges with one of the user's jobs or
 workloads at an end. Any user may read it, as squeue shows every job. An unknown job is
 a 404 saying so; a malformed id a 400.
+
+``GET /v1/harmonic/dissonance`` answers the learned slowdown of each ordered pair of job
+classes with the observations behind it; ``GET /v1/harmonic/eval`` the model's mean
+absolute error on the last job ends, each predicted before it was learnt.
 """
 
 from __future__ import annotations
@@ -17,9 +23,18 @@ from hal.api.deps import caller_dep, services_dep
 from hal.core.errors import NotFound, Unavailable
 from hal.core.job import Job
 from hal.core.traffic import identity
+from hal.server.dissonance import EVAL_WINDOW, DissonanceService
 from hal.server.services import Services
 from hal.state.cluster import Caller
-from hal.wire.harmonic import HarmonicGraph, IdentityTrafficEdge, JobTrafficEdge
+from hal.wire.harmonic import (
+    Dissonance,
+    DissonanceCell,
+    DissonanceEval,
+    EvalFigures,
+    HarmonicGraph,
+    IdentityTrafficEdge,
+    JobTrafficEdge,
+)
 
 router = APIRouter(prefix="/v1/harmonic", tags=["harmonic"])
 Ctx = Annotated[Services, Depends(services_dep)]
@@ -81,6 +96,41 @@ async def graph(
         jobs=job_edges,
         identities=identity_edges,
     )
+
+
+@router.get("/dissonance", response_model=Dissonance)
+async def dissonance(ctx: Ctx, _caller: Who) -> Dissonance:
+    """Which classes of work slow which down, learned from job ends."""
+    service = _dissonance(ctx)
+    matrix, counts = service.matrix()
+    return Dissonance(
+        classes=list(service.model.classes),
+        prior=service.model.prior,
+        outcomes_learnt=service.learnt,
+        cells=[
+            DissonanceCell(victim=v, aggressor=a, slowdown=s, observations=counts[v][a])
+            for v, row in matrix.items()
+            for a, s in row.items()
+        ],
+    )
+
+
+@router.get("/eval", response_model=DissonanceEval)
+async def evaluation(ctx: Ctx, _caller: Who) -> DissonanceEval:
+    """The model's predictions on the last job ends against what happened."""
+    found = _dissonance(ctx).evaluation()
+    return DissonanceEval(
+        window=EVAL_WINDOW,
+        all=EvalFigures(**found["all"]),
+        shared=EvalFigures(**found["shared"]),
+        by_class={k: EvalFigures(**v) for k, v in found["by_class"].items()},
+    )
+
+
+def _dissonance(ctx: Services) -> DissonanceService:
+    if ctx.dissonance is None:
+        raise Unavailable("this server keeps no interference model")
+    return ctx.dissonance
 
 
 async def _jobs(ctx: Services, ident: str) -> list[Job]:

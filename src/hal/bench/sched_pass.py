@@ -484,11 +484,23 @@ def add_commands(bsub: Any) -> None:
         help="the pass with and without the harmonic plugin and a traffic graph "
         "(nodes on a switch tree; default size 10,000 jobs x 1,000 nodes)",
     )
+    p.add_argument(
+        "--dissonance",
+        action="store_true",
+        help="the pass with and without the dissonance plugin and an interference model "
+        "(default size 10,000 jobs x 1,000 nodes)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
 
 def _cmd(ns: Any) -> int:
+    if ns.dissonance:
+        from hal.bench.dissonance_pass import run_dissonance_pass_bench
+
+        jobs = 10_000 if ns.jobs == 50_000 else ns.jobs  # (the size by default)
+        nodes = 1_000 if ns.nodes == 10_000 else ns.nodes
+        return emit(run_dissonance_pass_bench(jobs, nodes, ns.repeat, ns.seed), ns.json)
     if ns.harmonic:
         from hal.bench.harmonic_pass import run_harmonic_pass_bench
 

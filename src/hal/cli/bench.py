@@ -67,6 +67,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
         cloud,
         fragmentation,
         harmonic,
+        harmonic_dissonance,
         predict,
         replay_cost,
         sched_pass,
@@ -86,6 +87,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     sched_pass.add_commands(bsub)
     fragmentation.add_commands(bsub)
     harmonic.add_commands(bsub)
+    harmonic_dissonance.add_commands(bsub)
     htc_bench.add_bench_command(bsub)
 
 

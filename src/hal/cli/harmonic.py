@@ -9,6 +9,16 @@ control plane's traffic graph holds it (``GET /v1/harmonic/graph``, docs/harmoni
     IDENTITY    PEER IDENTITY   BYTES/S    SINCE
     ann/db      bob/client      1.1 MB/s   2026-11-29 09:00:00
 
+``hal harmonic dissonance [--json]``: which classes of work slow which down, as the
+interference model learned it from job ends (``GET /v1/harmonic/dissonance``)::
+
+    slowdown of each class (row) beside a node full of another (column); observations
+    VICTIM   CPU         MEMORY       IO          NETWORK     LIGHT
+    cpu      1.08 (412)  1.36 (220)   1.05 (0)    ...
+
+``hal harmonic eval [--json]``: its predictions on the last job ends against what
+happened (``GET /v1/harmonic/eval``).
+
 ``--json`` prints the REST object unchanged.
 """
 
@@ -20,11 +30,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hal.wire.harmonic import HarmonicGraph
+    from hal.wire.harmonic import Dissonance, DissonanceEval, HarmonicGraph
 
 
 def add_commands(sub: Any) -> None:
-    top = sub.add_parser("harmonic", help="the traffic graph: which jobs talk to which")
+    top = sub.add_parser(
+        "harmonic", help="the traffic graph and the interference model: who talks, who clashes"
+    )
     hsub = top.add_subparsers(metavar="ACTION")
     p = hsub.add_parser(
         "graph", help="who talks to whom: bytes/s between running jobs and between workloads"
@@ -37,6 +49,16 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the REST object unchanged")
     p.set_defaults(func=cmd_graph)
+    p = hsub.add_parser(
+        "dissonance", help="which classes of work slow which down (learned), with observations"
+    )
+    p.add_argument("--json", action="store_true", help="print the REST object unchanged")
+    p.set_defaults(func=cmd_dissonance)
+    p = hsub.add_parser(
+        "eval", help="the interference model's predictions on the last job ends, checked"
+    )
+    p.add_argument("--json", action="store_true", help="print the REST object unchanged")
+    p.set_defaults(func=cmd_eval)
 
 
 def _limit(text: str) -> int:
@@ -56,6 +78,74 @@ def cmd_graph(ns: argparse.Namespace) -> int:
         return 0
     print(draw(found), end="")
     return 0
+
+
+def cmd_dissonance(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    with HalClient() as hal:
+        found = hal.harmonic_dissonance()
+    print(
+        found.model_dump_json(indent=2) if ns.json else draw_dissonance(found),
+        end="\n" if ns.json else "",
+    )
+    return 0
+
+
+def cmd_eval(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    with HalClient() as hal:
+        found = hal.harmonic_eval()
+    print(
+        found.model_dump_json(indent=2) if ns.json else draw_eval(found),
+        end="\n" if ns.json else "",
+    )
+    return 0
+
+
+def draw_dissonance(model: Dissonance) -> str:
+    """The matrix, victims as rows, with the observations behind each cell."""
+    cells = {(c.victim, c.aggressor): c for c in model.cells}
+    lines = [
+        "slowdown of each class (row) beside a node full of another (column), "
+        "(observations behind it)",
+    ]
+    rows = []
+    for v in model.classes:
+        row = [v]
+        for a in model.classes:
+            cell = cells.get((v, a))
+            row.append("-" if cell is None else f"{cell.slowdown:.2f} ({cell.observations})")
+        rows.append(row)
+    lines += _table(("VICTIM", *(c.upper() for c in model.classes)), rows)
+    lines.append(
+        f"{model.outcomes_learnt} job ends learnt since the server started; cells never "
+        f"observed read the prior ({model.prior:.2f})"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def draw_eval(found: DissonanceEval) -> str:
+    """MAE of the predicted slowdown, overall, on shared runs and per class."""
+
+    def figure(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    rows = [
+        (name, str(f.outcomes), figure(f.mae), figure(f.baseline_mae))
+        for name, f in (
+            ("all", found.all),
+            ("shared a node", found.shared),
+            *found.by_class.items(),
+        )
+    ]
+    lines = [
+        f"the model's predicted slowdown on the last {found.window} job ends (each "
+        "predicted before it was learnt) against the observed one",
+    ]
+    lines += _table(("OUTCOMES OF", "JOBS", "MAE", "MAE WITHOUT INTERFERENCE"), rows)
+    return "\n".join(lines) + "\n"
 
 
 def draw(graph: HarmonicGraph) -> str:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
     from hal.wire.feedback import JobFeedback
-    from hal.wire.harmonic import HarmonicGraph
+    from hal.wire.harmonic import Dissonance, DissonanceEval, HarmonicGraph
     from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
     from hal.wire.nodes import (
         ClusterConfig,
@@ -725,6 +725,18 @@ class HalClient:
             params["user"] = user
         r = self._request("GET", "/v1/harmonic/graph", params=params)
         return HarmonicGraph.model_validate_json(r.body)
+
+    def harmonic_dissonance(self) -> Dissonance:
+        """The learned interference model: a slowdown per ordered pair of classes."""
+        from hal.wire.harmonic import Dissonance
+
+        return Dissonance.model_validate_json(self._request("GET", "/v1/harmonic/dissonance").body)
+
+    def harmonic_eval(self) -> DissonanceEval:
+        """The interference model's predictions on the last job ends, checked."""
+        from hal.wire.harmonic import DissonanceEval
+
+        return DissonanceEval.model_validate_json(self._request("GET", "/v1/harmonic/eval").body)
 
     # -- the run-time predictor ----------------------------------------------------------
     def predict_status(self) -> PredictStatus:

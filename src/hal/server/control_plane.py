@@ -34,6 +34,7 @@ from hal.server.auth import TokenCache
 from hal.server.cloud import CloudService, cloud_providers, cloud_service
 from hal.server.cloud_token import CLOUD_AGENT
 from hal.server.data import DataAwareRunner, DataService
+from hal.server.dissonance import DissonanceAwareRunner, DissonanceService
 from hal.server.feedback import FeedbackService, load_key
 from hal.server.job_mail import JobMail
 from hal.server.mail_program import MailProgram
@@ -161,7 +162,15 @@ class ControlPlane:
             predicted_at_start=self.predictions.start_prediction,
         )
         self.predictions.on_finished = self.observe.metrics.observe_prediction
-        self.predictions.on_run_finished = self.observe.anomalies.run_finished
+        # the interference model learns from each run's time against its solo estimate
+        self.dissonance = DissonanceService(self.cluster, self.data_dir)
+        anomalies, dissonance = self.observe.anomalies, self.dissonance
+
+        def run_finished(job: Job, predicted_s: float, version: int, runtime: float) -> None:
+            anomalies.run_finished(job, predicted_s, version, runtime)
+            dissonance.run_finished(job, predicted_s, version, runtime)
+
+        self.predictions.on_run_finished = run_finished
         self.observe.metrics.declare_predictor(self.predictor.name)
         # [data]: the data plane's view goes into each pass's snapshot (DataAwareRunner)
         self.data = DataService(data, self.cluster) if data is not None else None
@@ -174,6 +183,7 @@ class ControlPlane:
         # the traffic graph (who talks to whom) goes into each pass's snapshot too
         self.traffic = TrafficService(self.cluster, config.harmonic)
         runner = TrafficAwareRunner(runner, self.traffic)
+        runner = DissonanceAwareRunner(runner, self.dissonance)  # which classes clash
         self.service = SchedulerService(
             self.cluster,
             self.observe.decide(runner),
@@ -212,6 +222,7 @@ class ControlPlane:
             priority=self.priority,
             data=self.data,
             traffic=self.traffic,
+            dissonance=self.dissonance,
             feedback=self.feedback,
             power=self.power,
             observe=self.observe,
@@ -266,6 +277,7 @@ class ControlPlane:
         await self.priority.start()
         await self.observe.start()
         await self.traffic.start()
+        await self.dissonance.start()
         self.cluster.url = self.url  # the jobs' HAL_URL, where they report feedback
         self.mail.seed(self.cluster.jobs.values())
         if self.data is not None:
@@ -277,6 +289,7 @@ class ControlPlane:
             asyncio.create_task(self.mail.run(self._stop), name="hal-mail"),
             asyncio.create_task(self.traffic.run(self._stop), name="hal-traffic"),
             asyncio.create_task(self.power.run(self._stop), name="hal-power"),
+            asyncio.create_task(self.dissonance.run(self._stop), name="hal-dissonance"),
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
@@ -325,6 +338,7 @@ class ControlPlane:
         if self.data is not None:
             await self.data.stop()
         await self.traffic.stop()  # the identity graph's last changes: before close
+        await self.dissonance.stop()
         await self.observe.stop()
         await self.predictions.stop()
         await self.cluster.close()

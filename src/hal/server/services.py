@@ -22,6 +22,7 @@ from hal.scheduler.service import SchedulerService
 from hal.server.auth import TokenCache
 from hal.server.cloud import CloudService
 from hal.server.data import DataService, with_view
+from hal.server.dissonance import DissonanceService, with_dissonance
 from hal.server.feedback import FeedbackService
 from hal.server.observe.plane import ObservePlane
 from hal.server.power import PowerService
@@ -50,6 +51,8 @@ class Services:
     cloud: CloudService | None = None  # [cloud]: the autoscaler, once started
     power: PowerService | None = None  # [power]: owned nodes powered down and up
     traffic: TrafficService | None = None  # the traffic graph (hal.server.traffic)
+    # the interference model (hal.server.dissonance)
+    dissonance: DissonanceService | None = None
     feedback: FeedbackService | None = None  # application feedback (hal.server.feedback)
     observe: ObservePlane | None = None  # metrics, alerts, the output relay
     # what is kept beside the database (``scontrol show config``'s StateSaveLocation)
@@ -68,10 +71,10 @@ class Services:
         self.artifacts = Registry(self.cluster)
 
     def snapshot(self, *, made: bool = False) -> ClusterSnapshot:
-        """The cluster's snapshot with the views a pass gets (data, traffic), for the
-        what-if calls (``--test-only``, explain)."""
+        """The cluster's snapshot with the views a pass gets (data, traffic,
+        interference), for the what-if calls (``--test-only``, explain)."""
         snap = with_view(self.cluster.snapshot(made=made), self.data)
-        return with_traffic(snap, self.traffic)
+        return with_dissonance(with_traffic(snap, self.traffic), self.dissonance)
 
     def pin(self, spec: JobSpec, where: str = "") -> JobSpec:
         """``spec`` with its artifacts pinned: ``NAME@VERSION`` (or the newest) → its

@@ -88,6 +88,7 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot, Placement
 from hal.sim.cluster import PARTITION, ClusterModel
 from hal.sim.data import CacheModel, Read
 from hal.sim.fitscreen import FitScreen, Need
+from hal.sim.interference import InterferenceModel
 from hal.sim.traffic import TrafficModel
 from hal.sim.workload import TraceJob
 
@@ -115,6 +116,7 @@ _CLOCK_FREE = frozenset(
         "affinity",  # (who holds which node, as exclusiveuser; never the clock)
         "backfill",
         "harmonic",  # (where jobs go, from the traffic graph: never whether one starts)
+        "dissonance",  # (where jobs go, from the interference model: likewise)
     }
 )
 
@@ -161,6 +163,7 @@ class Simulation:
         first: int = 0,
         watch: Watch | None = None,
         traffic: TrafficModel | None = None,
+        interference: InterferenceModel | None = None,
     ) -> None:
         self.jobs = jobs
         self.cluster = cluster
@@ -187,6 +190,10 @@ class Simulation:
         # sees its traffic graph, and a communication-bound job runs longer the more
         # switches lie between it and its peers.
         self.traffic = traffic
+        # Interference (``hal.sim.interference``): jobs sharing a node slow each other
+        # down, so a job's end moves whenever a neighbour starts or ends; each pass sees
+        # the interference model (learned, or the truth).
+        self.interference = interference
 
     def run(self) -> SimRun:
         """Replay the jobs. Python's cyclic garbage collector is off meanwhile, as it is
@@ -245,6 +252,9 @@ class _Replay:
         self.screen = FitScreen()  # pending jobs' nodes and CPUs per node (fitscreen.py)
         self.running: dict[int, Job] = {}
         self.ends: list[tuple[float, int]] = []
+        # with interference, each running job's current end: an entry of ``ends`` that
+        # is not is stale (the job's pace changed since) and is skipped
+        self.end_at: dict[int, float] = {}
         self.outcomes: dict[int, JobOutcome] = {}
         self.series_t: list[float] = []
         self.series_q: list[int] = []
@@ -271,7 +281,7 @@ class _Replay:
     def loop(self) -> None:
         """Every instant where something happens, until no job is left to end or arrive
         (or ``watch`` stops the replay)."""
-        while self.i < self.n_jobs or self.ends:
+        while self.i < self.n_jobs or self._live_ends():
             now = self._next_instant()
             moved = self._expire(now)  # 0. expired predictions
             completed = self._complete(now)  # 1. completions
@@ -291,10 +301,19 @@ class _Replay:
             if self.i >= self.n_jobs and not self.ends and self.pending:
                 break  # nothing will ever free resources for what is left
 
+    def _live_ends(self) -> bool:
+        """Whether a job will still end (stale ends of moved jobs dropped first)."""
+        ends, end_at = self.ends, self.end_at
+        if self.sim.interference is not None:
+            while ends and end_at.get(ends[0][1]) != ends[0][0]:
+                heapq.heappop(ends)
+        return bool(ends)
+
     def _next_instant(self) -> float:
         """The next instant with an arrival, a completion or an expired prediction; the
         clock moves there."""
         expiries, running = self.expiries, self.running
+        self._live_ends()
         t_next = self.jobs[self.i].submit if self.i < self.n_jobs else np.inf
         if self.ends and self.ends[0][0] <= t_next:
             t_next = self.ends[0][0]
@@ -326,7 +345,10 @@ class _Replay:
                 planned = now + 1.0
             moved.append(planned)  # the plan moved: a pass must see it, but see (5)
             slowed = self.slowed.get(jid, 0.0)
-            if planned < start + _lifetime(self.by_id[jid], job, self.reads.get(jid), slowed):
+            end = self.end_at.get(jid)
+            if end is None:
+                end = start + _lifetime(self.by_id[jid], job, self.reads.get(jid), slowed)
+            if planned < end:
                 heapq.heappush(expiries, (planned, jid))
         return moved
 
@@ -334,9 +356,17 @@ class _Replay:
         """The jobs that end now free their nodes; whether any did."""
         ends, predictor = self.ends, self.predictor
         completed = False
+        interference = self.sim.interference
         while ends and ends[0][0] <= now:
+            t, jid = heapq.heappop(ends)
+            if interference is not None:
+                if self.end_at.get(jid) != t:
+                    continue  # stale: the job's pace changed since
+                del self.end_at[jid]
+                for other, end in interference.ended(jid, now):
+                    self.end_at[other] = end
+                    heapq.heappush(ends, (end, other))
             completed = True
-            _, jid = heapq.heappop(ends)
             job = self.running.pop(jid)
             assert job.allocation is not None and job.start_time is not None
             self.table.release(job.allocation, exclusive=job.spec.exclusive)
@@ -432,6 +462,7 @@ class _Replay:
             running=tuple(self.running.values()),
             data=None if sim.data is None else sim.data.view(),
             traffic=None if sim.traffic is None else sim.traffic.view(now),
+            dissonance=None if sim.interference is None else sim.interference.view(now),
         )
         if settled is not None:
             # (4) only arrivals since a settled pass, and none of them could start
@@ -494,7 +525,16 @@ class _Replay:
         if self.sim.traffic is not None:
             self.slowed[job.id] = self.sim.traffic.started(job, alloc.nodes, now)
         lifetime = _lifetime(tj, job, self.reads.get(job.id), self.slowed.get(job.id, 0.0))
-        heapq.heappush(self.ends, (now + lifetime, job.id))
+        interference = self.sim.interference
+        if interference is None:
+            heapq.heappush(self.ends, (now + lifetime, job.id))
+        else:  # its end, and those of the neighbours it slows, move with their pace
+            # (its run time only: reads and traffic are not combined with interference)
+            for other, end in interference.started(job, alloc, now, tj.run):
+                if other == job.id:
+                    lifetime = end - now
+                self.end_at[other] = end
+                heapq.heappush(self.ends, (end, other))
         predictor = self.predictor
         if predictor is not None:
             p = self.predicted[job.id] = planned_runtime(predictor, job)

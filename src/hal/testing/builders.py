@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hal.core.data import DataView
+from hal.core.dissonance import DissonanceView
 from hal.core.job import (
     Allocation,
     ArraySpec,
@@ -215,6 +216,11 @@ class JobBuilder:
         self._spec["time_min_s"] = seconds
         return self
 
+    def extra(self, key: str, value: str) -> JobBuilder:
+        """One ``job.extra`` entry (a profile's class, a mark such as latency-sensitive)."""
+        self._job["extra"] = {**self._job.get("extra", {}), key: value}
+        return self
+
     def reason(self, reason: PendingReason) -> JobBuilder:
         self._job["reason"] = reason
         return self
@@ -356,6 +362,7 @@ class ClusterBuilder:
         self._related: dict[int, Job] = {}
         self._data: DataView | None = None
         self._traffic: TrafficView | None = None
+        self._dissonance: DissonanceView | None = None
 
     @staticmethod
     def _job(j: Job | JobBuilder) -> Job:
@@ -411,6 +418,11 @@ class ClusterBuilder:
         self._traffic = view
         return self
 
+    def dissonance(self, view: DissonanceView) -> ClusterBuilder:
+        """Which classes of work clash, as the scheduler sees it (``hal.core.dissonance``)."""
+        self._dissonance = view
+        return self
+
     def build(self) -> ClusterSnapshot:
         partitions = self._partitions or [Partition(DEFAULT_PARTITION, default=True)]
         return ClusterSnapshot(
@@ -423,6 +435,7 @@ class ClusterBuilder:
             related=dict(self._related),
             data=self._data,
             traffic=self._traffic,
+            dissonance=self._dissonance,
         )
 
 

@@ -40,3 +40,37 @@ class HarmonicGraph(WireModel):
     half_life_seconds: float
     jobs: list[JobTrafficEdge] = Field(default_factory=list)  # strongest first
     identities: list[IdentityTrafficEdge] = Field(default_factory=list)  # strongest first
+
+
+class DissonanceCell(WireModel):
+    """How much slower jobs of ``victim`` run beside a node full of ``aggressor``."""
+
+    victim: str
+    aggressor: str
+    slowdown: float  # 1.0: not at all; the prior (1.05) where nothing was observed
+    observations: int  # outcomes with some exposure to the aggressor
+
+
+class Dissonance(WireModel):
+    """The learned interference model (``GET /v1/harmonic/dissonance``)."""
+
+    classes: list[str]
+    prior: float
+    outcomes_learnt: int  # since the server started
+    cells: list[DissonanceCell] = Field(default_factory=list)  # victim-major
+
+
+class EvalFigures(WireModel):
+    outcomes: int
+    mae: float | None  # mean |predicted - observed| slowdown; None: no outcomes
+    baseline_mae: float | None  # the same, predicting no interference
+
+
+class DissonanceEval(WireModel):
+    """The model's predictions against what happened (``GET /v1/harmonic/eval``): each
+    outcome predicted by the model as it stood before learning it."""
+
+    window: int  # the last outcomes kept
+    all: EvalFigures
+    shared: EvalFigures  # outcomes of jobs that had some neighbour of a known class
+    by_class: dict[str, EvalFigures] = Field(default_factory=dict)

@@ -100,6 +100,7 @@ def test_plugin_args_alone_tune_the_default_profile_and_keep_its_plugins() -> No
         "nvlink": 2.0,
         "affinity": 3.0,
         "harmonic": 2.0,
+        "dissonance": 2.0,
     }
     backfill = build_scheduler(profile, default_registry(policy=config.priority)).profile.backfill
     assert backfill is not None

@@ -30,14 +30,21 @@ def test_default_profile_wires_every_point() -> None:
         ("nvlink", 2.0),
         ("affinity", 3.0),
         ("harmonic", 2.0),
+        ("dissonance", 2.0),
     ]
-    assert [p.name for p in profile.pre_score] == ["nvlink", "affinity", "harmonic"]
+    assert [p.name for p in profile.pre_score] == [
+        "nvlink",
+        "affinity",
+        "harmonic",
+        "dissonance",
+    ]
     assert [p.name for p in profile.reserve] == [
         "dependency",
         "arraythrottle",
         "exclusiveuser",
         "affinity",
         "harmonic",
+        "dissonance",
     ]
     assert profile.backfill is not None and profile.backfill.name == "backfill"
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from hal.core.data import DataView
+from hal.core.dissonance import DissonanceView
 from hal.core.job import Allocation, Job
 from hal.core.node import Node, Partition
 from hal.core.reservation import Reservation
@@ -28,7 +29,9 @@ class ClusterSnapshot:
     pending job's dependency names, that job in its current state (finished ones included);
     an id missing from it is a job the store does not know. ``data`` is the cache's
     contents as last seen (``hal.core.data``; None: no data plane configured), ``traffic``
-    who talks to whom as last measured (``hal.core.traffic``; None: not kept).
+    who talks to whom as last measured (``hal.core.traffic``; None: not kept),
+    ``dissonance`` which classes of work clash and the classes of the running jobs
+    (``hal.core.dissonance``; None: not kept).
     """
 
     revision: int
@@ -41,6 +44,7 @@ class ClusterSnapshot:
     data: DataView | None = None
     reservations: tuple[Reservation, ...] = ()  # advance reservations not yet ended
     traffic: TrafficView | None = None
+    dissonance: DissonanceView | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,11 @@ sees is that of the first plugin that objects)::
                               (the traffic graph, ``hal.core.traffic``); SKIP without
                               a graph or peers. Reserve: where each workload runs, and
                               the note ``hal explain`` shows when it moved a job
+    dissonance     Score      nodes where the job's class clashes least with its
+                              neighbours' (the interference model, ``hal.core.
+                              dissonance``; latency-sensitive neighbours first); SKIP
+                              without a model or a class. Reserve: who holds each node,
+                              and the note ``hal explain`` shows when a neighbour moved it
     preemption     PostFilter a job that does not fit chooses lower-standing running
                               jobs to requeue, cancel or suspend (only with [preemption]:
                               ``default_profile(preemption=True)``)
@@ -81,6 +86,7 @@ from hal.scheduler.plugins import (
     backfill,
     datalocality,
     dependency,
+    dissonance,
     exclusiveuser,
     harmonic,
     hold,
@@ -109,6 +115,11 @@ LOCALITY_WAIT_S = 30.0
 # 28-32 % at 4, up to 39 % at 1 (68-75 % without the graph).
 HARMONIC = harmonic.NAME
 HARMONIC_WEIGHT = 2.0
+# The interference model's push (plugins/dissonance/README.md): twice best fit's, so a
+# clash worth 1.25x (about 30 points) outweighs most packing differences while the
+# prior's mild 1.05 moves nothing. hal bench harmonic-dissonance (docs/harmonic.md).
+DISSONANCE = dissonance.NAME
+DISSONANCE_WEIGHT = 2.0
 LICENSES = licenses_plugin.NAME
 LIMITS = limits.NAME
 PREEMPTION = preemption.NAME
@@ -184,6 +195,7 @@ def default_registry(
             topology_plugin.NAME: topology_plugin.new,
             datalocality.NAME: datalocality.new,
             harmonic.NAME: harmonic.new,
+            dissonance.NAME: dissonance.new,
             preemption.NAME: new_preemption,
         }
     )
@@ -201,6 +213,7 @@ def default_profile(
     topology_aware: bool = True,
     licenses: bool = False,
     harmonic_weight: float = HARMONIC_WEIGHT,
+    dissonance_weight: float = DISSONANCE_WEIGHT,
 ) -> dict[str, object]:
     """The default profile as a plain config mapping (a fresh copy to edit). The
     ``topology`` plugin is always in it; a ``topology`` (the cluster has one configured)
@@ -216,7 +229,9 @@ def default_profile(
     PostFilter; the registry must then be given ``preemption_policy``. ``licenses=True``
     (``[licenses]`` names some) adds ``licenses``; the registry must then be given them.
     ``harmonic`` (placement near the jobs a job talks to) is always in it, with score
-    weight ``harmonic_weight``; 0 leaves it out (baselines, or a site that wants none)."""
+    weight ``harmonic_weight``; 0 leaves it out (baselines, or a site that wants none).
+    ``dissonance`` (keeping classes of work that clash apart) likewise, with
+    ``dissonance_weight``."""
     plugins = list(DEFAULT_PLUGINS)
     if limits:
         plugins.insert(plugins.index(noderesources.NAME), LIMITS)
@@ -232,6 +247,10 @@ def default_profile(
     if harmonic_weight > 0:
         plugins.append(HARMONIC)
         weights[HARMONIC] = harmonic_weight
+    # always there: without an interference model in the snapshot (or a class) it skips
+    if dissonance_weight > 0:
+        plugins.append(DISSONANCE)
+        weights[DISSONANCE] = dissonance_weight
     # always there: without a tree it only answers --topology (nvlink domains, unknown
     # levels) and leaves placement to node-score order (SKIP)
     if topology_aware:
@@ -269,6 +288,8 @@ __all__ = [
     "BACKFILL",
     "DATA_WEIGHT",
     "DEFAULT_PLUGINS",
+    "DISSONANCE",
+    "DISSONANCE_WEIGHT",
     "HARMONIC",
     "HARMONIC_WEIGHT",
     "LICENSES",

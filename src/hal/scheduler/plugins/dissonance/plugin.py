@@ -1,0 +1,504 @@
+"""Keep work that clashes off one node. See README.md.
+
+The interference model (``ClusterSnapshot.dissonance``, ``hal.core.dissonance``) gives,
+per ordered pair of job classes (victim, aggressor), the slowdown of the victim beside a
+node full of the aggressor. A pending job's class is its profile's
+(``job.extra[PROFILE_CLASS]``) or, before it has run, its workload identity's last one.
+
+Per pass the plugin keeps, per node row and class, the share of the node's CPUs held by
+running jobs of that class (``share``), and the same for the jobs marked
+latency-sensitive (``guarded``); Reserve adds each placed job. The *harm* of putting a
+job of class ``c`` on node ``n``, in log-slowdown per CPU share::
+
+    harm[n] = Σ_a share[n, a]   · (self · L[c, a] + L[a, c])
+            + Σ_a guarded[n, a] · (protect - 1) · L[a, c]
+
+where ``L = max(0, log(slowdown) - log(tolerance))`` (slowdowns up to ``tolerance``
+are ignored: the model's prior is not a reason to spread work out), ``self`` is
+``protect`` for a latency-sensitive job and 1 otherwise. The first term is what the
+job would suffer and what it would do to its neighbours, weighted by how much of the
+node they hold; the second counts a latency-sensitive neighbour's slowdown ``protect``
+times. Score: ``MAX_NODE_SCORE · max(0, 1 - harm / log(2))``: 100 on a node with no
+clashing neighbour, 0 where the clash is worth a doubling. A Score only ranks the nodes
+Filter left: nothing is ever made infeasible.
+
+Vectorised: per (class, latency-sensitive) the harm over every node row is one small
+matrix product, kept for the pass and updated on the rows of each job placed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hal.core.dissonance import DissonanceView
+from hal.core.job import Allocation, Job
+from hal.core.profiles import CLASSES, LATENCY_SENSITIVE, PROFILE_CLASS
+from hal.core.states import JobState
+from hal.core.traffic import identity
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FloatArray,
+    IndexArray,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from hal.scheduler.framework.keys import NODE_SCORES, PLACEMENT_NOTES
+from hal.scheduler.framework.node_table import IntArray
+from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
+from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.status import SKIP, SUCCESS, Status
+
+NAME = "dissonance"
+PROTECT = 4.0  # a latency-sensitive job's slowdown counts this many times
+TOLERANCE = 1.05  # slowdowns up to this are ignored (the model's prior)
+_SCALE = math.log(2.0)  # harm worth a doubling scores 0
+NOTE_MIN = 10.0  # score points (about 7 % of slowdown) a move must be worth to be noted
+REBUILD_AFTER = 100_000  # updates of the kept shares before they are summed afresh
+_INDEX = {c: i for i, c in enumerate(CLASSES)}
+
+
+def job_class(job: Job, view: DissonanceView) -> str | None:
+    """The class the model knows ``job`` by: its profile's, else its workload's."""
+    found = job.extra.get(PROFILE_CLASS) or view.job_class.get(job.id)
+    if found is None:
+        spec = job.spec
+        found = view.identity_class.get(identity(spec.user, spec.name, spec.comment))
+    return found if found in _INDEX else None
+
+
+def protected(job: Job, view: DissonanceView) -> bool:
+    return job.extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected
+
+
+_Entry = tuple[str, bool, tuple[tuple[int, float], ...]]  # class, LS, (row, share) each
+
+
+@dataclass(slots=True)
+class _Base:
+    """The running jobs' shares as of the last pass, kept by the plugin across passes and
+    brought up to date by the difference (jobs that started, ended or changed class):
+    a pass does not walk every running job's allocation again."""
+
+    names: tuple[str, ...]  # the node table's names it was built for
+    cpus: IntArray  # and their CPUs (the shares are fractions of them)
+    share: FloatArray
+    guarded: FloatArray
+    entries: dict[int, _Entry] = field(default_factory=dict)
+    # each entry's allocation: a job requeued and started elsewhere keeps its id (held,
+    # so that an id() is never that of a dropped one)
+    allocations: dict[int, Allocation] = field(default_factory=dict)
+    by_row: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → its jobs
+    updates: int = 0  # since built: rebuilt now and then against rounding drift
+
+    def put(self, job_id: int, entry: _Entry | None, allocation: Allocation | None) -> None:
+        old = self.entries.pop(job_id, None)
+        self.allocations.pop(job_id, None)
+        if old is not None:
+            self._apply(job_id, old, -1.0)
+        if entry is not None and allocation is not None:
+            self.entries[job_id] = entry
+            self.allocations[job_id] = allocation
+            self._apply(job_id, entry, 1.0)
+        self.updates += 1
+
+    def _apply(self, job_id: int, entry: _Entry, sign: float) -> None:
+        k = _INDEX[entry[0]]
+        for row, part in entry[2]:
+            self.share[row, k] += sign * part
+            if entry[1]:
+                self.guarded[row, k] += sign * part
+            if sign > 0:
+                self.by_row.setdefault(row, {})[job_id] = entry
+            else:
+                self.by_row.get(row, {}).pop(job_id, None)
+
+
+@dataclass(slots=True)
+class _Nodes:
+    """Who holds what share of each node, per class, for one pass: the base's arrays
+    (copied) and the jobs placed in the pass."""
+
+    both: FloatArray  # (rows, 2 × classes): ``share`` then ``guarded``, side by side
+    base: _Base  # the running jobs (read for a note; shared with the plugin's next pass)
+    updates: int  # ``base.updates`` when this pass took it
+    lock: threading.Lock  # the plugin's, held while ``base`` is read
+    placed: dict[int, _Entry] = field(default_factory=dict)  # in this pass
+    placed_on: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → those
+    # the score of every key (class, latency-sensitive: ``_Coef.column``) on every row,
+    # made at the first Score of the pass and kept up to date by ``add``
+    scores: FloatArray | None = None
+    coef: _Coef | None = None
+
+    @property
+    def share(self) -> FloatArray:
+        """(rows, classes): the share of each node's CPUs each class holds."""
+        return self.both[:, : len(CLASSES)]
+
+    @property
+    def guarded(self) -> FloatArray:
+        """(rows, classes): the latency-sensitive jobs' part of ``share``."""
+        return self.both[:, len(CLASSES) :]
+
+    def scores_of(self, key: tuple[str, bool], coef: _Coef) -> FloatArray:
+        """The score of a job of ``key`` on every row (a view: not to be written)."""
+        table = self.scores
+        if table is None:
+            table = self.scores = _scores(self.both @ coef.scaled)
+            self.coef = coef
+        out: FloatArray = table[:, coef.column(key)]
+        return out
+
+    def add(self, job_id: int, entry: _Entry, sign: int) -> None:
+        cls, ls, rows = entry
+        k = _INDEX[cls]
+        both = self.both
+        for row, part in rows:
+            both[row, k] += sign * part
+            if ls:
+                both[row, len(CLASSES) + k] += sign * part
+        if sign > 0:
+            self.placed[job_id] = entry
+            for row, _ in rows:
+                self.placed_on.setdefault(row, {})[job_id] = entry
+        else:
+            self.placed.pop(job_id, None)
+            for row, _ in rows:
+                self.placed_on.get(row, {}).pop(job_id, None)
+        table, coef = self.scores, self.coef
+        if table is not None and coef is not None:  # the rows placed on, for every key
+            for row, _ in rows:
+                table[row] = _scores(both[row] @ coef.scaled)
+
+    def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
+        """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
+        lowest id: placed in this pass, else running (those left out if another pass
+        moved the base on since: a what-if pass beside the scheduler's)."""
+        found = [j for j, e in self.placed_on.get(row, {}).items() if e[0] == cls]
+        with self.lock:
+            if self.base.updates == self.updates:
+                jobs = self.base.by_row.get(row, {})
+                found += [j for j, e in jobs.items() if e[0] == cls and (e[1] or not guarded)]
+        return min(found) if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Coef:
+    """The matrix as log-slowdowns over the tolerance (``L``), as two (classes, keys)
+    matrices: a node's harm to a job of each key is ``share @ on_share + guarded @
+    on_guarded``. Key column ``2 k + ls``: class ``k``, latency-sensitive ``ls``."""
+
+    on_share: FloatArray
+    on_guarded: FloatArray
+    # the two stacked (for ``_Nodes.both``) over a doubling's harm
+    scaled: FloatArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        both = np.vstack((self.on_share, self.on_guarded))
+        object.__setattr__(self, "scaled", both / _SCALE)
+
+    @classmethod
+    def of(cls, logs: FloatArray, protect: float) -> _Coef:
+        n = len(CLASSES)
+        on_share = np.zeros((n, 2 * n))
+        on_guarded = np.zeros((n, 2 * n))
+        for k in range(n):
+            for ls in (0, 1):
+                mine = protect if ls else 1.0
+                on_share[:, 2 * k + ls] = mine * logs[k, :] + logs[:, k]
+                on_guarded[:, 2 * k + ls] = (protect - 1.0) * logs[:, k]
+        return cls(on_share, on_guarded)
+
+    @staticmethod
+    def column(key: tuple[str, bool]) -> int:
+        return 2 * _INDEX[key[0]] + int(key[1])
+
+
+# Per pass: the nodes' shares and the matrix as coefficients.
+NODES: StateKey[_Nodes] = StateKey("dissonance.nodes")
+COEF: StateKey[_Coef] = StateKey("dissonance.coef")
+# Per pass: id(job spec) → the class of its workload (the pass's specs live as long as it)
+CLASSES_BY_SPEC: StateKey[dict[int, str | None]] = StateKey("dissonance.classes_by_spec")
+_UNSET = "\0"
+# Per job: (class, latency-sensitive) (PreScore → Score and Reserve).
+KEY: StateKey[tuple[str, bool]] = StateKey("dissonance.key")
+
+
+class Dissonance:
+    name = NAME
+
+    def __init__(self, protect: float = PROTECT, tolerance: float = TOLERANCE) -> None:
+        self.protect = protect
+        self.tolerance = tolerance
+        # the running jobs' shares as of the last pass (the server and the simulator
+        # build a new snapshot every pass, with most of the same jobs running)
+        self._base: _Base | None = None
+        self._lock = threading.Lock()
+        self._seen: tuple[object, object] | None = None  # (running jobs, view) of the base
+
+    # -- PreScore ---------------------------------------------------------------------
+
+    def pre_score(
+        self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray
+    ) -> Status:
+        view = ctx.snapshot.dissonance
+        if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
+            return SKIP  # (a reservation in the future: who will be its neighbours is unknown)
+        classes = ctx.data.get(CLASSES_BY_SPEC)
+        if classes is None:
+            classes = {}
+            ctx.data.write(CLASSES_BY_SPEC, classes)
+        if PROFILE_CLASS in job.extra:
+            cls = job_class(job, view)
+        else:  # (by its workload: the same for every job of one spec, an array's elements)
+            spec_key = id(job.spec)
+            cls = classes.get(spec_key, _UNSET)
+            if cls is _UNSET:
+                cls = classes[spec_key] = job_class(job, view)
+        if cls is None:
+            return SKIP
+        state.write(KEY, (cls, protected(job, view)))
+        return SUCCESS
+
+    # -- Score ------------------------------------------------------------------------
+
+    def score(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        feasible: IndexArray,
+    ) -> FloatArray:
+        key = state.get(KEY)
+        view = ctx.snapshot.dissonance
+        if key is None or view is None:  # PreScore skips; kept for a direct call
+            return np.zeros(len(feasible))
+        out: FloatArray = self._scores(ctx, view, key)[feasible]
+        return out
+
+    def _scores(self, ctx: PassContext, view: DissonanceView, key: tuple[str, bool]) -> FloatArray:
+        return self._nodes(ctx, view).scores_of(key, self._coef(ctx, view))
+
+    # -- Reserve ----------------------------------------------------------------------
+
+    def reserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> Status:
+        view = ctx.snapshot.dissonance
+        if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
+            return SUCCESS
+        key = state.get(KEY)
+        cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
+        if cls is None:
+            return SUCCESS
+        if key is not None:
+            note = self._note(ctx, view, state, key, allocation)
+            if note:
+                notes = ctx.data.get(PLACEMENT_NOTES)
+                if notes is None:
+                    notes = {}
+                    ctx.data.write(PLACEMENT_NOTES, notes)
+                before = notes.get(job.id)
+                notes[job.id] = f"{before}; {note}" if before else note
+        nodes = self._nodes(ctx, view)
+        nodes.add(job.id, (cls, ls, _rows(ctx, allocation)), 1)
+        return SUCCESS
+
+    def unreserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> None:
+        view = ctx.snapshot.dissonance
+        nodes = ctx.data.get(NODES)
+        if view is None or nodes is None:
+            return
+        if job.id in nodes.placed:
+            nodes.add(job.id, nodes.placed[job.id], -1)
+        notes = ctx.data.get(PLACEMENT_NOTES)
+        if notes is not None:
+            notes.pop(job.id, None)
+
+    def _note(
+        self,
+        ctx: PassContext,
+        view: DissonanceView,
+        state: CycleState,
+        key: tuple[str, bool],
+        allocation: Allocation,
+    ) -> str:
+        """What ``hal explain`` says when this plugin's score moved a one-node job off
+        the node the other plugins' scores alone would have chosen, because of a
+        neighbour there: "" otherwise."""
+        scored = state.get(NODE_SCORES)
+        if scored is None or NAME not in scored[1] or len(allocation.nodes) != 1:
+            return ""
+        candidates, parts = scored
+        others = [v for k, v in parts.items() if k != NAME]
+        if not others:
+            return ""
+        # (where this score is the same on every node, the others' pick is the job's)
+        without = others[0] if len(others) == 1 else sum(others[1:], others[0])
+        a = int(candidates[int(without.argmax())])
+        table = ctx.nodes
+        c = table.index.get(allocation.nodes[0], -1)
+        scores = self._scores(ctx, view, key)
+        if c < 0 or c == a or scores[c] - scores[a] < NOTE_MIN:
+            return ""  # (a clash too mild to be worth saying)
+        cls = key[0]
+        nodes = self._nodes(ctx, view)
+        # the class that weighs most against the job there, and one of its jobs
+        coef = self._coef(ctx, view)
+        j = coef.column(key)
+        # (five numbers each: in Python, cheaper than numpy's small-array calls)
+        mine_on, theirs_on = coef.on_share[:, j].tolist(), coef.on_guarded[:, j].tolist()
+        share, guarded_share = nodes.share[a].tolist(), nodes.guarded[a].tolist()
+        weigh = [
+            s * m + g * t
+            for s, m, g, t in zip(share, mine_on, guarded_share, theirs_on, strict=True)
+        ]
+        k = max(range(len(weigh)), key=weigh.__getitem__)
+        other = CLASSES[k]
+        guarded = guarded_share[k] * theirs_on[k] * 2 > weigh[k]  # mostly them
+        neighbour = nodes.one_of(a, other, guarded)
+        if neighbour is None:
+            return ""
+        held = f"{min(share[k], 1.0):.0%}"
+        suffers, inflicts = view.of(cls, other), view.of(other, cls)
+        if guarded:
+            what = (
+                f"latency-sensitive job {neighbour} ({other}, {held} of the node) would be "
+                f"slowed by it ({other} beside {cls}: {inflicts:.2f}x)"
+            )
+        elif suffers >= inflicts:
+            what = (
+                f"beside job {neighbour} ({other}, {held} of the node) it would be slowed "
+                f"({cls} beside {other}: {suffers:.2f}x)"
+            )
+        else:
+            what = (
+                f"job {neighbour} ({other}, {held} of the node) would be slowed by it "
+                f"({other} beside {cls}: {inflicts:.2f}x)"
+            )
+        return (
+            f"passed over {table.names[a]} because of a neighbour (dissonance): {what}; "
+            f"placed on {table.names[c]}"
+        )
+
+    # -- per pass ---------------------------------------------------------------------
+
+    def _coef(self, ctx: PassContext, view: DissonanceView) -> _Coef:
+        found = ctx.data.get(COEF)
+        if found is None:
+            tol = math.log(self.tolerance)
+            logs = np.array(
+                [
+                    [max(0.0, math.log(max(view.of(v, a), 1e-9)) - tol) for a in CLASSES]
+                    for v in CLASSES
+                ]
+            )
+            found = _Coef.of(logs, self.protect)
+            ctx.data.write(COEF, found)
+        return found
+
+    def _nodes(self, ctx: PassContext, view: DissonanceView) -> _Nodes:
+        """The shares of the pass's running jobs (Reserve adds those placed since)."""
+        found = ctx.data.get(NODES)
+        if found is not None:
+            return found
+        with self._lock:  # (a what-if pass may run beside the scheduler's)
+            base = self._base_for(ctx, view)
+            both = np.hstack((base.share, base.guarded))  # (a copy: the pass writes it)
+            found = _Nodes(both, base, base.updates, self._lock)
+        ctx.data.write(NODES, found)
+        return found
+
+    def _base_for(self, ctx: PassContext, view: DissonanceView) -> _Base:
+        """The kept base, brought up to this pass's running jobs."""
+        table = ctx.nodes
+        base = self._base
+        seen_last = self._seen
+        if base is not None and seen_last and seen_last[0] is ctx.running and seen_last[1] is view:
+            return base  # (another context of the same pass: the same running jobs)
+        if (
+            base is None
+            or base.names != table.names
+            or not np.array_equal(base.cpus, table.cap_cpus)
+            or base.updates > REBUILD_AFTER
+        ):
+            n = len(table.names)
+            base = self._base = _Base(
+                table.names,
+                table.cap_cpus.copy(),
+                np.zeros((n, len(CLASSES))),
+                np.zeros((n, len(CLASSES))),
+            )
+        entries, allocations = base.entries, base.allocations
+        seen: set[int] = set()
+        for job in ctx.running:
+            if job.state is not JobState.RUNNING or job.allocation is None:
+                continue  # a suspended job holds memory, not the node's bandwidth
+            cls = job_class(job, view)
+            if cls is None:
+                continue
+            ls = protected(job, view)
+            seen.add(job.id)
+            old = entries.get(job.id)
+            if (
+                old is None
+                or old[0] != cls
+                or old[1] != ls
+                or allocations[job.id] is not job.allocation
+            ):
+                base.put(job.id, (cls, ls, _rows(ctx, job.allocation)), job.allocation)
+        for job_id in [j for j in entries if j not in seen]:
+            base.put(job_id, None, None)
+        self._seen = (ctx.running, view)
+        return base
+
+
+def _scores(scaled: FloatArray) -> FloatArray:
+    """From harm over a doubling's: ``MAX_NODE_SCORE`` where nothing clashes, 0 where the
+    clash is worth a doubling or more."""
+    out: FloatArray = 1.0 - scaled
+    np.maximum(out, 0.0, out=out)
+    out *= MAX_NODE_SCORE
+    return out
+
+
+def _rows(ctx: PassContext, allocation: Allocation) -> tuple[tuple[int, float], ...]:
+    """Each node row of ``allocation`` and the share of its CPUs the job holds there."""
+    table = ctx.nodes
+    index, inv = table.index, table.inv_cpus
+    out = []
+    for name, held in zip(allocation.nodes, allocation.per_node, strict=False):
+        row = index.get(name)
+        if row is not None:
+            out.append((row, min(1.0, held.cpus * float(inv[row]))))
+    return tuple(out)
+
+
+def new(args: PluginArgs) -> Dissonance:
+    reject_unknown_args(args, ("protect", "tolerance"))
+    protect = args.get("protect", PROTECT)
+    if isinstance(protect, bool) or not isinstance(protect, int | float) or not protect >= 1:
+        raise PluginArgsError(
+            "protect", "must be a number >= 1 (how many times a latency-sensitive job counts)"
+        )
+    tolerance = args.get("tolerance", TOLERANCE)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not tolerance >= 1:
+        raise PluginArgsError(
+            "tolerance", "must be a slowdown >= 1 (1.05: ignore clashes of 5 % or less)"
+        )
+    return Dissonance(float(protect), float(tolerance))
+
+
+# The extension points this plugin serves, checked by mypy here.
+_PRE_SCORE: type[PreScorePlugin] = Dissonance
+_SCORE: type[ScorePlugin] = Dissonance
+_RESERVE: type[ReservePlugin] = Dissonance
