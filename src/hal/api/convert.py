@@ -18,6 +18,7 @@ from hal.core.job import ArraySpec, Dependency, Job, JobSpec, SignalSpec, Topolo
 from hal.core.job_rules import JobRule, check_consistent, parse_rules
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
+from hal.core.patience import parse_patience
 from hal.core.preemption import PreemptionPolicy
 from hal.core.profiles import LATENCY_SENSITIVE, PROFILE_CLASS
 from hal.core.pyenv import PythonEnv, make_python_env
@@ -145,6 +146,7 @@ class _Timing(TypedDict):
     hold: bool
     begin_time: float | None
     deadline: float | None
+    burst_after: str
     requeue: bool
     signal: SignalSpec | None
     priority: int | None
@@ -291,6 +293,7 @@ def _timing(
         hold=req.hold,
         begin_time=req.begin_time,
         deadline=req.deadline,
+        burst_after=str(parse_patience(req.burst_after)) if req.burst_after else "",
         requeue=req.requeue,
         signal=parse_signal(req.signal) if req.signal else None,
         priority=req.priority,
@@ -459,6 +462,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         submit_time=job.submit_time,
         eligible_time=job.shown_eligible_time(cluster.clock.now()),
         deadline=job.spec.deadline,
+        burst_after=job.spec.burst_after,
         start_time=job.start_time,
         end_time=job.end_time,
         expected_start=_expected_start(job, cluster.clock.now()),

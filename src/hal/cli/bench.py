@@ -64,6 +64,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
 
     from hal.bench import (
         agent_traffic,
+        cloud,
         fragmentation,
         harmonic,
         harmonic_dissonance,
@@ -77,6 +78,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     from hal.bench import htc as htc_bench
 
     agent_traffic.add_commands(bsub)
+    cloud.add_commands(bsub)
     data_bench.add_commands(bsub)
     envs_bench.add_commands(bsub)
     sim.add_commands(bsub)

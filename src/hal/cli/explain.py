@@ -10,7 +10,7 @@ from hal.client import HalClient
 from hal.core.states import PendingReason
 
 if TYPE_CHECKING:
-    from hal.wire.priority import ExplainInfo
+    from hal.wire.priority import BurstInfo, ExplainInfo
 
 
 def add_commands(sub: Any) -> None:
@@ -73,6 +73,31 @@ def explain_lines(info: ExplainInfo) -> list[str]:
         )
     else:
         lines.append("  expected start: unknown")
+    if info.burst is not None:
+        lines.extend(burst_lines(info.burst))
+    return lines
+
+
+def burst_lines(b: BurstInfo) -> list[str]:
+    """The autoscaler's comparison ([cloud]): its expected start on the nodes there
+    against each group's boot + its patience, and each group's expected cost."""
+    here = "none known" if b.expected_start is None else _when(b.expected_start)
+    patience = "never" if b.patience_seconds is None else f"{b.patience_seconds:g} s"
+    chosen = b.group or "none (it waits)"
+    lines = [
+        f"  cloud: {chosen}: {b.why}",
+        f"    expected start on the nodes there: {here}; patience {patience}; "
+        f"predicted run {b.runtime_seconds:.0f} s",
+    ]
+    for o in b.offers:
+        cost = "never finishes" if o.expected_cost < 0 else f"{o.expected_cost:.4g}"
+        gate = "later than ready + patience" if o.soon_enough else "not later: waits"
+        lines.append(
+            f"    {o.group:<12} ready {_when(o.ready_at)} ({gate}); expected cost {cost}"
+            f" = run {o.run_cost:.4g} + interruptions "
+            f"{'-' if o.interruption_cost < 0 else f'{o.interruption_cost:.4g}'}"
+            f" (p {o.p_interruption:.2f}) + data {o.data_cost:.4g}; {o.nodes} node(s)"
+        )
     return lines
 
 

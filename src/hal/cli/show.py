@@ -96,6 +96,7 @@ def job_lines(job: JobInfo, now: float) -> list[str]:
         [("FeedbackGoal", job.feedback_goal)],
         [("Data", ",".join(job.data)), ("Artifacts", ",".join(job.artifacts))],
         [("Topology", job.topology), ("Switches", job.switches or None)],
+        [("BurstAfter", job.burst_after)],  # ([cloud]: its patience before new nodes)
         [("Placement", job.placement)],  # (a sentence: the traffic graph's note)
         # (no Command for --wrap or a script from stdin)
         [("Command", batch_command(job) if job.script_path else None), ("WorkDir", job.workdir)],

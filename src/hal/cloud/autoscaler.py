@@ -6,8 +6,10 @@ Scale-up is Kubernetes' cluster autoscaler's shape: each pass starts from what e
 so a decision is never remembered, only re-derived. Waiting jobs, in priority order, are
 packed first into the group nodes already made (booting ones, whose whole size is free,
 and joined ones with room the scheduler has not yet used), then into nodes this pass
-opens, and only then into new nodes, from the group whose new nodes cost least an hour
-(ties: the smaller machine, then config order). A multi-node job takes what the cheapest
+opens, and only then into new nodes, from the group where the job is expected to cost
+least to finish (``hal.cloud.burst``, which also says which groups may open nodes for it
+at all), or without such costs the group whose nodes cost least an hour (ties: the
+smaller machine, then config order). A multi-node job takes what the cheapest
 group has, then the next group's; nodes outside the groups with room for it count
 towards its count.
 """
@@ -33,6 +35,9 @@ class Waiting:
     # of a multi-node job, the nodes outside the groups that can take its share now:
     # the groups make up the rest of its count
     others: int = 0
+    # group → its expected cost to finish the job (``hal.cloud.burst``): only these
+    # groups open new nodes for it, the cheapest first; None: every group, by price
+    costs: Mapping[str, float] | None = None
 
 
 @dataclass(slots=True)
@@ -151,8 +156,9 @@ def _place(
     need = max(1, spec.nodes_min) - job.others
     if need <= 0:
         return None  # it waits for nodes that exist
+    costs = job.costs
     fitting = sorted(
-        ((g.price_per_hour, g.resources.cpus, i), g)
+        ((costs.get(g.name, 0.0) if costs else g.price_per_hour, g.resources.cpus, i), g)
         for i, (g, template) in enumerate(groups)
         if holds(spec, template)
     )
@@ -168,6 +174,8 @@ def _place(
                 reuse.append((group, b))
     new: list[tuple[NodeGroup, str]] = []
     for _, group in fitting:
+        if costs is not None and group.name not in costs:
+            continue  # not worth its boot for this job (its nodes already made are)
         for name in group.nodes:
             if len(reuse) + len(new) < need and name not in taken and usable(name):
                 new.append((group, name))

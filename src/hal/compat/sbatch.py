@@ -83,6 +83,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("hold", ("hold",), "H", N),
     Opt("begin", ("begin",), "b"),
     Opt("deadline", ("deadline",)),
+    Opt("burst_after", ("burst-after",)),
     Opt("mincpus", ("mincpus",)),
     Opt("requeue", ("requeue",), arg=N),
     Opt("no_requeue", ("no-requeue",), arg=N),
@@ -219,6 +220,7 @@ JOB_WIDE = (
     "hold",
     "begin",
     "deadline",
+    "burst_after",
     "time",
     "time_min",
     "requeue",
@@ -895,6 +897,11 @@ def _scheduling(
     time_min = text("time_min")
     if time_min is not None:
         fields["time_min_seconds"] = _time_min(time_min, fields.get("time_limit_seconds"), environ)
+    burst_after = text("burst_after")
+    if burst_after is not None:
+        from hal.core.patience import parse_patience
+
+        fields["burst_after"] = str(parse_patience(burst_after))  # (refused here if bad)
     # array, dependency and signal travel as text (the server parses them with the same
     # functions); checking the syntax here gives the error before any network round trip.
     array = text("array")
@@ -1116,6 +1123,8 @@ Options HAL accepts (anything else is refused with an error):
                              are better (hal feedback; HAL)
       --latency-sensitive    keep noisy neighbours away from the job first (HAL)
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
+      --burst-after=time|never  cloud nodes are made for it only when it would start
+                             here this much later than on them (10m, 2h; HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)
       --python-env=lockfile  a Python environment built from it on each node (HAL)
       --container=name@version|/bundle  run in this image artifact or OCI bundle (HAL)

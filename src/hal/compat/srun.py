@@ -175,6 +175,7 @@ OPTIONS = (
     Opt("container", ("container",)),
     Opt("near", ("near",)),
     Opt("apart", ("apart",)),
+    Opt("burst_after", ("burst-after",)),
     Opt("latency_sensitive", ("latency-sensitive",), arg=Arg.NONE),
     # checked, and passed on to srun's own allocation; in a job they change nothing, as
     # Slurm 22.05.8's srun takes them there (docs/slurm-checks.md, Session 49)

@@ -5,9 +5,11 @@ as groups of one machine kind each)::
 
     [cloud]
     interval_seconds = 10          # how often the autoscaler looks (default 10)
-    pending_seconds = 10           # a job waits this long before nodes are made for it
+    pending_seconds = 10           # no job gets new nodes before it has waited this long
     server_url = ""                # the URL new nodes' agents join (default: the server's)
     price_interval_seconds = 300   # how often prices are read from providers that publish them
+    burst_after = "0"              # a job's patience without --burst-after (hal.cloud.burst)
+    burst_after_by_qos = { scavenger = "never" }
 
     [[cloud.groups]]
     name = "burst"
@@ -21,6 +23,7 @@ as groups of one machine kind each)::
     price_per_hour = 0.17          # USD; the provider's published price wins where it has one
     market = "on_demand"           # or "spot" (ec2, local): interruptible, taken back at a notice
     max_price = 0                  # spot: the most paid an hour; 0: up to the on-demand price
+    boot_seconds = 120             # expected time to join, until joins are seen
     idle_seconds = 300             # an idle node is removed (Slurm's SuspendTime)
     boot_timeout_seconds = 300     # a node not joined by then is removed (ResumeTimeout)
     [cloud.groups.ec2]             # the provider's own settings (docs/admin/cloud.md)
@@ -34,13 +37,15 @@ node), as configured nodes that have not joined yet do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from hal.config.priority import fail, positive_seconds, unknown_key, whole_number
 from hal.core.errors import InvalidRequest
 from hal.core.node import check_features
 from hal.core.node_groups import MARKETS, ON_DEMAND, PROVIDERS, SPOT_PROVIDERS, NodeGroup
+from hal.core.patience import Patience, parse_patience
 from hal.core.resources import ResourceVector
 
 CLOUD_KEYS = (
@@ -48,6 +53,9 @@ CLOUD_KEYS = (
     "pending_seconds",
     "price_interval_seconds",
     "server_url",
+    "burst_after",
+    "burst_after_by_qos",
+    "burst_after_by_partition",
     "groups",
 )
 GROUP_KEYS = (
@@ -64,7 +72,10 @@ GROUP_KEYS = (
     "max_price",
     "idle_seconds",
     "boot_timeout_seconds",
-    "market",
+    "boot_seconds",
+    "interruption_rate",
+    "data_cache",
+    "egress_per_gb",
     *PROVIDERS,
 )
 
@@ -76,6 +87,11 @@ class CloudConfig:
     pending_seconds: float = 10.0
     server_url: str = ""  # "": the server's own URL
     price_interval_seconds: float = 300.0  # published prices are read this often
+    # a job's patience before new nodes are made for it, when it gives no --burst-after
+    # (hal.cloud.burst): its QoS's, else its partition's, else burst_after
+    burst_after: Patience = field(default_factory=Patience)
+    burst_after_by_qos: Mapping[str, Patience] = field(default_factory=dict)
+    burst_after_by_partition: Mapping[str, Patience] = field(default_factory=dict)
 
 
 def cloud_from_table(table: Any, source: str) -> CloudConfig:
@@ -98,12 +114,38 @@ def cloud_from_table(table: Any, source: str) -> CloudConfig:
             source, "cloud.server_url", f'must be a URL like "http://head:8080" (got {url!r})'
         )
     kwargs["server_url"] = url.rstrip("/")
+    if "burst_after" in table:
+        kwargs["burst_after"] = _duration(table["burst_after"], source, "cloud.burst_after")
+    for key in ("burst_after_by_qos", "burst_after_by_partition"):
+        if key in table:
+            kwargs[key] = _durations(table[key], source, f"cloud.{key}")
     items = table.get("groups", [])
     if not isinstance(items, list):
         raise fail(source, "cloud.groups", "write each group as a [[cloud.groups]] table")
     groups = tuple(_group(item, i, source) for i, item in enumerate(items))
     _check_unique(groups, source)
     return CloudConfig(groups=groups, **kwargs)
+
+
+def _duration(value: Any, source: str, where: str) -> Patience:
+    """A patience: seconds, or as ``--burst-after`` takes it (``"10m"``, ``"0.5x"``,
+    ``"never"``)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise fail(
+            source, where, f'must be seconds or like "10m", "0.5x" or "never" (got {value!r})'
+        )
+    try:
+        return parse_patience(value, field=where)
+    except InvalidRequest as err:
+        raise fail(source, where, err.message) from None
+
+
+def _durations(value: Any, source: str, where: str) -> dict[str, Patience]:
+    if not isinstance(value, dict):
+        raise fail(source, where, 'must be a table like { normal = "10m", scavenger = "never" }')
+    return {str(k): _duration(v, source, f"{where}.{k}") for k, v in value.items()}
 
 
 def _seconds(value: Any, source: str, field: str) -> float:
@@ -184,6 +226,10 @@ def _group(item: Any, i: int, source: str) -> NodeGroup:
         boot_timeout_seconds=positive_seconds(
             item.get("boot_timeout_seconds", 300), source, f"{where}.boot_timeout_seconds"
         ),
+        boot_seconds=_seconds(item.get("boot_seconds", 120), source, f"{where}.boot_seconds"),
+        interruption_rate=_rate(item, "interruption_rate", source, where),
+        data_cache=_text(item, "data_cache", source, where),
+        egress_per_gb=_rate(item, "egress_per_gb", source, where),
         settings=settings,
     )
 
@@ -229,6 +275,20 @@ def _settings(settings: Any, source: str, where: str) -> dict[str, str]:
                 f"must be a string, a number or a list of strings (got {value!r})",
             )
     return out
+
+
+def _rate(item: Any, key: str, source: str, where: str) -> float:
+    value = item.get(key, 0.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e6:
+        raise fail(source, f"{where}.{key}", f"must be a number >= 0 (got {value!r})")
+    return float(value)
+
+
+def _text(item: Any, key: str, source: str, where: str) -> str:
+    value = item.get(key, "")
+    if not isinstance(value, str):
+        raise fail(source, f"{where}.{key}", f'must be a name like "leaf-1" (got {value!r})')
+    return value
 
 
 def _check_unique(groups: tuple[NodeGroup, ...], source: str) -> None:

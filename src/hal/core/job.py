@@ -171,6 +171,10 @@ class JobSpec:
     deadline: float | None = None
     requeue: bool = True
     signal: SignalSpec | None = None
+    # --burst-after: how much later than a new cloud node could start it the job may
+    # start on the nodes there before nodes are made for it ("10m", "0.5x" its time
+    # limit, "never"; "": its QoS's, partition's or [cloud]'s default; hal.cloud.burst)
+    burst_after: str = ""
     exclusive: bool = False
     # --exclusive=user: its nodes run no other user's job while it holds them, and it
     # starts only on nodes no other user's job holds (Slurm's OverSubscribe=USER)

@@ -40,6 +40,16 @@ class NodeGroup:
     # a node not joined this long after its creation is removed, and the group rests as
     # long before it is tried again (Slurm's ResumeTimeout)
     boot_timeout_seconds: float = 300.0
+    # the expected time from asking for a node to its agent joining, until joins are seen
+    # (the burst decision, ``hal.cloud.burst``)
+    boot_seconds: float = 120.0
+    # spot: how often a node is taken back, per node-hour (an estimate: EC2 publishes
+    # only ranges, the Spot Instance Advisor's "frequency of interruption")
+    interruption_rate: float = 0.0
+    # the data plane's cache instance its nodes read through ("": none, everything comes
+    # from the origin), and what moving a GB of inputs to them costs besides
+    data_cache: str = ""
+    egress_per_gb: float = 0.0
     # the provider's own settings ([cloud.groups.ec2]: region, image_id ...)
     settings: Mapping[str, str] = field(default_factory=dict)
 

@@ -16,12 +16,13 @@ provider, then:
 - a node drained by its provider's interruption notice (``hal.state.interruptions``) is
   removed and forgotten as soon as its jobs are gone;
 - the waiting jobs, in priority order, are packed into booting nodes and, where they
-  do not fit, into new nodes of the cheapest group that holds them
-  (``hal.cloud.autoscaler``), at each group's current price; a job whose burst would
-  pass its account's (an ancestor's, its QoS's) ``cloud_budget`` gets none and waits
-  with reason ``CloudBudget`` (``hal.cloud.budgets``); a group whose provider refuses
-  (no capacity, or an error) rests, and its jobs are packed again, in the same pass,
-  into the other groups.
+  do not fit and their expected start on the capacity there is later than a group's
+  boot + their patience (``hal.cloud.burst``), into new nodes of the group where they
+  are expected to cost least to finish (``hal.cloud.autoscaler``), at each group's
+  current price; a job whose burst would pass its account's (an ancestor's, its
+  QoS's) ``cloud_budget`` gets none and waits with reason ``CloudBudget``
+  (``hal.cloud.budgets``); a group whose provider refuses (no capacity, or an error)
+  rests, and its jobs are packed again, in the same pass, into the other groups.
 
 A group whose provider fails or does not answer (a listing, a creation or a removal
 raises ``ProviderError`` other than a capacity error) is unhealthy, with the reason in
@@ -43,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,6 +52,7 @@ from typing import cast
 
 from hal.cloud.autoscaler import ScaleUp, Waiting, holds, idle_to_remove, plan_scale_up
 from hal.cloud.budgets import Ask, Refusal, admit, burst_price
+from hal.cloud.burst import Decision, decide, offer, patience
 from hal.cloud.provider import (
     STOPPING,
     Instance,
@@ -62,6 +65,7 @@ from hal.cloud.provider import (
 from hal.cloud.providers import make_provider
 from hal.config.cloud import CloudConfig
 from hal.core.cloud_costs import CURRENCY, money, period_start
+from hal.core.data import GB, DataView
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job
 from hal.core.node import Node, Partition
@@ -85,6 +89,7 @@ from hal.wire.cloud import (
     CloudPrices,
     CloudStatus,
 )
+from hal.wire.priority import BurstInfo, BurstOffer
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +106,11 @@ DEMAND = {
 IDLE_REASON = "cloud: idle, being removed"
 RETIRED_REASON = "cloud: group {group} left [cloud], being removed"
 MAX_REST_S = 3600.0  # the longest a failing group rests
+# with --signal a job checkpoints at an interruption's notice (EC2 gives two minutes):
+# it loses up to that much of its run
+NOTICE_S = 120.0
+# a job's run time for its costs when nothing was learnt and it has no time limit
+UNKNOWN_RUNTIME_S = 3600.0
 
 
 @dataclass(slots=True)
@@ -114,6 +124,8 @@ class GroupState:
     removed: int = 0
     boot_failures: int = 0
     failing: int = 0  # boot failures since a node of the group last joined
+    # how long its nodes took to join, on average (None: none seen since the start)
+    boot_observed: float | None = None
     # its provider failed or did not answer (not a capacity answer): the reason, and
     # since when; cleared by the next listing that succeeds
     unhealthy: str = ""
@@ -175,12 +187,22 @@ class CloudService:
         self.prices = {g.name: self._configured(g) for g in config.groups}
         self.prices_read_at = -float("inf")  # read at the first pass
         # a job's expected run time (the predictor's, seconds; None: none), for budgets
+        # and the burst decision
         self.estimate: Callable[[Job], float | None] = lambda job: None
         # waiting jobs kept from new nodes by a budget, and why (``hal explain``)
         self.held: dict[int, Refusal] = {}
         # budget holder → what the nodes being made for waiting jobs will cost (last pass)
         self.committed: dict[str, float] = {}
         self.ledger = cloud_costs.Ledger()  # the runs' costs this period (each pass)
+        # the data plane's view, for the burst decision; set by the control plane
+        self.data_view: Callable[[], DataView | None] = lambda: None
+        # the last pass's burst decision of each waiting job (``hal explain``)
+        self.decisions: dict[int, Decision] = {}
+        self._timed: set[str] = set()  # instance ids whose join time was counted
+        # the scheduler's bf_interval (None: no backfill stage, so no forecast), and when
+        # this loop first saw each job waiting
+        self.backfill_every: Callable[[], float | None] = lambda: 30.0
+        self._waiting_since: dict[int, float] = {}
 
     def launch(self) -> Launch:
         return Launch(self.config.server_url or self.url, self.token)
@@ -482,6 +504,7 @@ class CloudService:
             if self._joined(inst):
                 joined[inst.node] = group.name
                 self.groups[group.name].failing = 0
+                self._time_join(group, inst, now)
             elif node is not None and node.last_heartbeat >= inst.created_at:
                 # it joined, and its agent is silent: a restarted server's node not yet
                 # back, or a dead one, removed once down past the group's boot timeout
@@ -496,6 +519,19 @@ class CloudService:
         if doomed:
             await self._remove(group, doomed)
         return booting, joined
+
+    def _time_join(self, group: NodeGroup, inst: Instance, now: float) -> None:
+        """Counts how long a node made since the server started took to join (the first
+        pass that sees it joined: up to an interval late) into its group's boot time."""
+        if inst.id in self._timed or inst.created_at < self.started_at:
+            return
+        if len(self._timed) > 10_000:
+            self._timed.clear()  # (ids of long-gone instances; a few may be counted twice)
+        self._timed.add(inst.id)
+        state = self.groups[group.name]
+        took = max(now - inst.created_at, 0.0)
+        old = state.boot_observed
+        state.boot_observed = took if old is None else 0.7 * old + 0.3 * took
 
     async def _boot_failed(self, group: NodeGroup, inst: Instance, now: float) -> None:
         """The group rests its boot timeout, twice as long after each failure in a row
@@ -711,20 +747,100 @@ class CloudService:
         return True
 
     def _waiting(self, now: float) -> list[Waiting]:
+        """The waiting jobs that new nodes may be made for, each with the groups it may
+        get them from and their expected costs (``hal.cloud.burst``)."""
         jobs = [
             j
             for j in self.cluster.unfinished.values()
-            if j.state is JobState.PENDING
-            and j.reason in DEMAND
-            and now - j.submit_time >= self.config.pending_seconds
+            if j.state is JobState.PENDING and j.reason in DEMAND
         ]
         jobs.sort(key=lambda j: (-j.priority, j.submit_time, j.id))
         waiting = []
+        decisions: dict[int, Decision] = {}
+        view = self.data_view() if any(j.spec.data for j in jobs) else None
         for job in jobs:
             partitions = self._partitions(job)
             others = self._others(job, partitions) if job.spec.nodes_min > 1 else 0
-            waiting.append(Waiting(job.id, job.spec, partitions, others))
+            decision = decisions[job.id] = self._decide(job, others, now, view)
+            if decision.group is not None:
+                waiting.append(Waiting(job.id, job.spec, partitions, others, decision.costs))
+        self.decisions = decisions
+        for gone in self._waiting_since.keys() - decisions.keys():
+            del self._waiting_since[gone]
         return waiting
+
+    def _forecast_due(self, job: Job, now: float) -> bool:
+        """A waiting job without an expected start that a node already there could hold,
+        and that has not waited a backfill interval (and a pass) since this loop first
+        saw it waiting: the scheduler's forecast (``squeue --start``, worked out by its
+        backfill stage) may not have come yet, so its "none known" is not yet "none
+        fits". (A job the nodes there can never hold has no start to wait for.)"""
+        if job.expected_start is not None:
+            return False
+        since = self._waiting_since.setdefault(job.id, now)
+        every = self.backfill_every()
+        if every is None or now - since >= every + self.config.interval_seconds:
+            return False
+        return self._owned_could_hold(job)
+
+    def _owned_could_hold(self, job: Job) -> bool:
+        """Enough nodes there (not a group's) of its partitions are big enough for the
+        job's share of a node, busy or not, to make up its count."""
+        partitions = self._partitions(job)
+        templates = self.cluster.cloud_templates
+        spec = job.spec
+        need = max(1, spec.nodes_min)
+        found = 0
+        for name, node in self.cluster.nodes.items():
+            if name in templates or name in spec.exclude:
+                continue
+            if any(p.contains(name) for p in partitions) and holds(spec, node):
+                found += 1
+                if found >= need:
+                    return True
+        return False
+
+    def _decide(self, job: Job, others: int, now: float, view: DataView | None) -> Decision:
+        """Whether ``job`` is worth new nodes, and each group's expected cost."""
+        spec = job.spec
+        runtime = self.estimate(job)
+        if runtime is None or runtime <= 0:
+            runtime = float(job.time_limit_s) if job.time_limit_s else UNKNOWN_RUNTIME_S
+        nodes = max(max(1, spec.nodes_min) - others, 1)
+        checkpoint = NOTICE_S if spec.signal is not None else 0.0
+        offers = [
+            offer(
+                replace(g, price_per_hour=self.price(g)),  # (its provider's latest)
+                nodes,
+                runtime,
+                now,
+                boot_s=self.groups[g.name].boot_observed,
+                checkpoint_s=checkpoint,
+                data_cost=_data_cost(g, spec.data, view) * nodes,
+                risk_s=float(job.time_limit_s) if job.time_limit_s else None,
+            )
+            for g in self.config.groups
+            if holds(spec, g.template(g.name))
+        ]
+        cfg = self.config
+        return decide(
+            job.id,
+            now,
+            waited_s=now - job.submit_time,
+            forecast_due=self._forecast_due(job, now),
+            expected_start=job.expected_start,
+            patience_s=patience(
+                spec.burst_after,
+                spec.qos,
+                job.partition,
+                cfg.burst_after_by_qos,
+                cfg.burst_after_by_partition,
+                cfg.burst_after,
+            ).at(job.time_limit_s),
+            floor_s=cfg.pending_seconds,
+            runtime_s=runtime,
+            offers=offers,
+        )
 
     async def _within_budgets(
         self, waiting: list[Waiting], groups: Sequence[NodeGroup], now: float
@@ -810,6 +926,49 @@ class CloudService:
                 )
             ]
         )
+
+
+def burst_info(decision: Decision | None) -> BurstInfo | None:
+    """A burst decision as ``hal explain`` shows it (None: none)."""
+    if decision is None:
+        return None
+    return BurstInfo(
+        decided_at=decision.now,
+        expected_start=decision.expected_start,
+        patience_seconds=None if math.isinf(decision.patience_s) else decision.patience_s,
+        runtime_seconds=decision.runtime_s,
+        group=decision.group,
+        why=decision.why,
+        offers=[
+            BurstOffer(
+                group=o.group,
+                nodes=o.nodes,
+                ready_at=o.ready_at,
+                expected_cost=_finite(o.total),
+                run_cost=o.run_cost,
+                interruption_cost=_finite(o.interruption_cost),
+                data_cost=o.data_cost,
+                p_interruption=o.p_interruption,
+                soon_enough=o.soon_enough,
+            )
+            for o in decision.offers
+        ],
+    )
+
+
+def _finite(x: float) -> float:
+    """JSON has no infinity: a cost that never ends is shown as -1."""
+    return x if math.isfinite(x) else -1.0
+
+
+def _data_cost(group: NodeGroup, keys: Sequence[str], view: DataView | None) -> float:
+    """Moving a job's ``--data`` inputs to one of ``group``'s nodes: the data plane's
+    per-edge costs from where they are to the group's cache (``data_cache``; none: from
+    the origin), plus ``egress_per_gb`` for each GB moved."""
+    if not keys or view is None:
+        return 0.0
+    moved = view.transfer_at(keys, group.data_cache or None)
+    return moved.cost + group.egress_per_gb * moved.moved_bytes / GB
 
 
 def _priced(provider: Provider) -> bool:

@@ -306,6 +306,9 @@ class ControlPlane:
         )
         self.cloud.forget_token = lambda: self.ctx.tokens.forget_user(CLOUD_AGENT)
         self.cloud.estimate = self._planned_run_time
+        self.cloud.backfill_every = lambda: self.scheduler.backfill_interval_s
+        data = self.ctx.data
+        self.cloud.data_view = (lambda: None) if data is None else data.view
         self.ctx.cloud = self.cloud  # GET /v1/cloud
         self.observe.metrics.cloud_stats = self.cloud.status
         self.observe.metrics.cloud_costs = self.cloud.month_costs

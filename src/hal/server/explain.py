@@ -22,7 +22,7 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins.affinity import NAME as AFFINITY
 from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
 from hal.scheduler.plugins.topology import NAME as TOPOLOGY
-from hal.server.cloud import CloudService
+from hal.server.cloud import CloudService, burst_info
 from hal.server.priority import JobPriority, PriorityService
 from hal.server.services import Services
 from hal.state.agents import LAUNCH_ERROR
@@ -285,6 +285,7 @@ async def explain(
         reason=job.reason.value,
         detail=detail,
         cloud_nodes=[node for node, _, _ in making],
+        burst=burst_info(cloud.decisions.get(job.id)) if cloud is not None and pending else None,
         blocking_plugin=blocking,
         nodes_total=diag.nodes_total if diag else 0,
         nodes_available=diag.nodes_available if diag else 0,

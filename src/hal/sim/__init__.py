@@ -3,8 +3,10 @@ clock, the event loop, metrics and plots.
 
 Runs the real scheduler (``hal.scheduler``'s framework and plugins, through
 ``ClusterSnapshot`` → ``Plan``), not a copy. Imports ``hal.core``, ``hal.scheduler`` and
-``hal.predict`` only: never the server (api, state, agent), the client or the CLI
-(checked by import-linter). ``run_trace`` is the one-call entry point.
+``hal.predict`` only, and the autoscaler's pure decisions (``hal.cloud.autoscaler``,
+``hal.cloud.burst``) for the cloud replay (``hal.sim.cloud``): never the server (api,
+state, agent), the client or the CLI (checked by import-linter). ``run_trace`` is the
+one-call entry point.
 """
 
 from hal.sim.cluster import ClusterModel

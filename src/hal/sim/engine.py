@@ -83,7 +83,7 @@ from hal.predict import (
 from hal.scheduler.framework.backfill import SettledStage
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.node_table import NodeTable
-from hal.scheduler.framework.scheduler import Scheduler
+from hal.scheduler.framework.scheduler import PassResult, Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Placement
 from hal.sim.cluster import PARTITION, ClusterModel
 from hal.sim.data import CacheModel, Read
@@ -272,6 +272,9 @@ class _Replay:
             and _clock_free(self.scheduler)
         )
         self.passes = self.skipped = 0
+        # the pending jobs' reasons and expected starts in each plan (``hal.sim.cloud``
+        # reads them; the scheduler's decisions are the same either way)
+        self.updates = False
         self.revision = 0
         self.i, self.n_jobs = 0, len(self.jobs)
 
@@ -482,7 +485,7 @@ class _Replay:
             nodes=self.table.copy(),
             backfill=do_backfill,
             explain=sim.explain,
-            updates=False,  # no pending job's reason is kept
+            updates=self.updates,  # (else no pending job's reason is kept)
         )
         self.passes += 1
         self.settled = result.settled if self.rule4 else None
@@ -493,6 +496,10 @@ class _Replay:
             job = self.pending.pop(term.job_id)
             self.screen.remove(job)
             self.outcomes[job.id] = JobOutcome(self.by_id[job.id], np.nan, np.nan, term.state)
+        self._passed(result)
+
+    def _passed(self, result: PassResult) -> None:
+        """After each pass, its plan applied (a subclass's hook)."""
 
     def _start(self, placement: Placement, now: float) -> None:
         """A placed job starts: its nodes are taken and its end (and the expiry of its

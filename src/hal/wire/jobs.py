@@ -137,6 +137,7 @@ class JobInfo(WireModel):
     start_time: float | None = None
     end_time: float | None = None
     deadline: float | None = None  # --deadline (scontrol's Deadline=)
+    burst_after: str = ""  # --burst-after ("": the QoS's, partition's or [cloud]'s)
     expected_start: float | None = None
     # The run time the scheduler plans with (the server's predictor, capped at the time
     # limit, corrected once a running job outlives it) and the end it implies: start +

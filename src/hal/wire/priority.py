@@ -138,6 +138,32 @@ class NodeRejection(WireModel):
     nodes: int
 
 
+class BurstOffer(WireModel):
+    """What one group's new nodes would cost a job (``hal.cloud.burst.Offer``)."""
+
+    group: str
+    nodes: int
+    ready_at: float  # now + the group's boot time
+    expected_cost: float  # the sum of the three parts
+    run_cost: float  # price × (boot + predicted run time) × nodes
+    interruption_cost: float  # spot: the lost work and boots expected
+    data_cost: float  # moving its --data inputs there
+    p_interruption: float
+    soon_enough: bool  # its expected start here is later than ready_at + patience
+
+
+class BurstInfo(WireModel):
+    """The autoscaler's burst decision for a waiting job (``hal.cloud.burst.Decision``)."""
+
+    decided_at: float
+    expected_start: float | None  # on the capacity already there (None: none known)
+    patience_seconds: float | None  # None: never
+    runtime_seconds: float  # the predicted run time the costs use
+    group: str | None  # the group chosen; None: it waits
+    why: str
+    offers: list[BurstOffer]
+
+
 class ExplainInfo(WireModel):
     job_id: int
     display_id: str
@@ -161,6 +187,8 @@ class ExplainInfo(WireModel):
     het_blocking_component: str | None = None
     # [cloud]: the nodes the autoscaler made for this job that have not joined yet
     cloud_nodes: list[str] = Field(default_factory=list)
+    # [cloud]: the autoscaler's last burst decision for it (None: none yet, or no groups)
+    burst: BurstInfo | None = None
     # a started job: why the scheduler chose its nodes, when a plugin's choice decided
     # them (the traffic graph's note, as ``JobInfo.placement``); None: none
     placement: str | None = None

@@ -86,6 +86,8 @@ class JobSubmit:
     nodelist: list[str] = field(default_factory=list)
     hold: bool = False
     begin_time: Annotated[float | None, Le(LATEST_SECONDS)] = None  # NaN fails Le too
+    # --burst-after: "10m", "0.5x" (its time limit), "10m+0.5x" or "never"; "": default
+    burst_after: Annotated[str, MaxLen(64)] = ""
     # --deadline (epoch seconds): a pending job that cannot end by then is ended DEADLINE
     deadline: Annotated[float | None, Ge(0), Le(LATEST_SECONDS)] = None
     requeue: bool = True

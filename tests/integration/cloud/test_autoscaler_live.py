@@ -697,6 +697,66 @@ def test_a_group_taken_out_by_reconfigure_drains_its_node_and_removes_it_after_i
     assert refused.returncode != 0 and NOT_AVAILABLE in refused.stderr
 
 
+def burst_config(boot: float) -> str:
+    """A group of 1-CPU nodes (so a job that fits node1 fits them too) whose nodes are
+    expected to take ``boot`` seconds to join; backfill (and so the forecast starts the
+    decision reads) on every pass, not every 30 s."""
+    group = group_toml("burst", "burst[1-2]", cpus=1, memory="1G") + f"boot_seconds = {boot}\n"
+    return config_toml(group) + "\n[scheduler.plugin_args.backfill]\ninterval_s = 0\n"
+
+
+def test_a_job_that_starts_on_the_static_node_before_a_new_one_would_boot_gets_none(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """node1 is busy for at most a minute (its job's time limit); a new node would take
+    five: the waiting job is not worth one, waits for node1, and `hal explain` shows
+    the comparison."""
+    cloud = start_cloud(burst_config(boot=300))
+    first = cloud.sbatch("-c", "1", "-t", "1", "--wrap", "sleep 4")
+    wait_until(lambda: cloud.job(first).state == "RUNNING", 10, message="the first job to start")
+    second = cloud.sbatch("-c", "1", "-t", "1", "--wrap", "true")
+    with cloud.server.client() as c:
+        wait_until(
+            lambda: (b := c.explain(second).burst) is not None and b.expected_start is not None,
+            10,
+            message="the autoscaler to judge the second job on its forecast start",
+        )
+        burst = c.explain(second).burst
+    assert burst is not None and burst.group is None
+    assert burst.expected_start is not None and "no later than" in burst.why
+    (o,) = burst.offers
+    assert (o.group, o.nodes, o.soon_enough) == ("burst", 1, False)
+    assert o.ready_at == pytest.approx(burst.decided_at + 300)
+    assert burst.expected_start < o.ready_at
+    shown = cloud.server.cli("explain", str(second)).stdout
+    assert "cloud: none (it waits)" in shown and "burst " in shown, shown
+    assert cloud.wait_done(second).nodes == ["node1"]
+    assert cloud.kinds("cloud.node_created") == []
+
+
+def test_a_job_that_would_wait_long_gets_a_node_unless_it_says_never(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """node1 is held for an hour (its job's limit); a node boots in a second: a waiting
+    job gets one at once, one with --burst-after=never keeps waiting (it may still take
+    a node made for another once that has room)."""
+    cloud = start_cloud(burst_config(boot=1))
+    long = cloud.sbatch("-c", "1", "-t", "60", "--wrap", "sleep 300")
+    wait_until(lambda: cloud.job(long).state == "RUNNING", 10, message="the long job to start")
+    eager = cloud.sbatch("-c", "1", "-t", "5", "--wrap", "sleep 10")
+    patient = cloud.sbatch("-c", "1", "-t", "5", "--burst-after=never", "--wrap", "true")
+    wait_until(lambda: cloud.job(eager).state == "RUNNING", 20, message="the eager job to start")
+    assert cloud.job(eager).nodes == ["burst1"]
+    with cloud.server.client() as c:
+        wait_until(lambda: c.explain(patient).burst is not None, 10, message="a decision")
+        burst = c.explain(patient).burst
+    assert cloud.job(patient).state == "PENDING"
+    assert burst is not None and burst.group is None and burst.patience_seconds is None
+    assert "--burst-after=never" in burst.why
+    made = created_nodes(cloud)
+    assert made == [("burst1", "burst", [eager])]
+
+
 def test_a_group_out_of_capacity_rests_and_its_job_goes_to_the_next_group(
     start_cloud: Callable[[str], Cloud],
 ) -> None:

@@ -164,3 +164,19 @@ def test_each_new_node_knows_the_jobs_it_is_made_for() -> None:
     jobs = waiting(make_job(1).cpus(3), make_job(2).cpus(1), make_job(3).cpus(1))
     (up,) = plan_scale_up(jobs, [group("g", 4, 4, 1.0)], (), {})
     assert up.per_node == {"g1": (1, 2), "g2": (3,)}
+
+
+def test_the_burst_decisions_costs_rank_the_groups_and_bar_the_others() -> None:
+    """A job with costs (``hal.cloud.burst``) opens new nodes in its cheapest costed
+    group, never in a group it has no cost for, yet still takes a booting node there."""
+    cheap, dear = group("cheap", 4, 4, 0.1), group("dear", 4, 4, 0.9)
+    job = make_job(1).cpus(2).build()
+    # the dearer an hour is the cheaper to finish (the cheap one is spot and risky, say)
+    ranked = [Waiting(job.id, job.spec, EVERY, costs={"cheap": 5.0, "dear": 2.0})]
+    assert plan(ranked, [cheap, dear]) == {"dear": (("dear1",), (1,))}
+    only = [Waiting(job.id, job.spec, EVERY, costs={"cheap": 5.0})]
+    assert plan(only, [cheap, dear]) == {"cheap": (("cheap1",), (1,))}
+    # no group costed (none boots in time): no new node, but a booting one is taken
+    none = [Waiting(job.id, job.spec, EVERY, costs={})]
+    assert plan(none, [cheap, dear]) == {}
+    assert plan(none + waiting(make_job(2).cpus(1)), [cheap], booting={"cheap1": "cheap"}) == {}

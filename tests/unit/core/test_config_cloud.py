@@ -117,6 +117,55 @@ def test_zero_waits_and_a_url_are_taken() -> None:
     assert config.groups[0].idle_seconds == 0
 
 
+def test_burst_settings_read() -> None:
+    from hal.core.patience import NEVER, Patience
+
+    config = config_from_dict(
+        {
+            "cloud": {
+                "burst_after": "0.5x",
+                "burst_after_by_qos": {"scavenger": "never", "urgent": 0},
+                "burst_after_by_partition": {"gpu": "1h"},
+                "groups": [
+                    group(
+                        boot_seconds=90,
+                        interruption_rate=0.02,
+                        data_cache="leaf-eu",
+                        egress_per_gb=0.09,
+                    )
+                ],
+            }
+        }
+    ).cloud
+    assert config.burst_after == Patience(0.0, 0.5)
+    assert config.burst_after_by_qos == {"scavenger": Patience(NEVER), "urgent": Patience()}
+    assert config.burst_after_by_partition == {"gpu": Patience(3600.0)}
+    (g,) = config.groups
+    assert (g.boot_seconds, g.interruption_rate, g.data_cache, g.egress_per_gb) == (
+        90.0,
+        0.02,
+        "leaf-eu",
+        0.09,
+    )
+    assert config_from_dict({"cloud": {"groups": [group()]}}).cloud.groups[0].boot_seconds == 120
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ({"burst_after": "soon"}, "cloud.burst_after: cloud.burst_after takes a duration"),
+        ({"burst_after_by_qos": "never"}, "cloud.burst_after_by_qos: must be a table"),
+        ({"burst_after_by_qos": {"low": True}}, "cloud.burst_after_by_qos.low: must be seconds"),
+        ({"groups": [group(interruption_rate="often")]}, "interruption_rate: must be a number"),
+        ({"groups": [group(egress_per_gb=-1)]}, "egress_per_gb: must be a number >= 0"),
+        ({"groups": [group(data_cache=3)]}, "data_cache: must be a name"),
+        ({"groups": [group(boot_seconds=-5)]}, "boot_seconds: must be a number of seconds"),
+    ],
+)
+def test_bad_burst_settings_are_refused(table: dict[str, Any], says: str) -> None:
+    assert says in refusal(table)
+
+
 def test_a_spot_group_and_list_settings_are_taken() -> None:
     spot = group(provider="ec2", market="spot", max_price=0.25, ec2={"region": "r"})
     lam = group(name="h", nodes="h1", provider="lambda", **{"lambda": {"regions": ["a", "b"]}})
