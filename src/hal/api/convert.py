@@ -508,6 +508,8 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         placement=job.extra.get(PLACEMENT_NOTE),
         data=list(spec.data),
         artifacts=[f"{a}" for a in spec.artifacts],
+        artifact_digests=[f"{a}={a.sha256}" for a in spec.artifacts],
+        artifact_aliases=[f"{a.name}@{a.alias}={a.version}" for a in spec.artifacts if a.alias],
         python_env=f"{spec.python_env.kind}:{spec.python_env.sha256}" if spec.python_env else None,
         container=str(spec.container) if spec.container else None,
         near=[str(r) for r in spec.near],

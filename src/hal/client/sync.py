@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from urllib.parse import quote
 
 from hal.client import cjson
 from hal.client.config import ClientConfig, load_client_config
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
-    from hal.wire.artifacts import ArtifactInfo
+    from hal.wire.artifacts import AliasInfo, ArtifactInfo, NodeInventory
     from hal.wire.cloud import CloudCosts, CloudPrices, CloudStatus
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
@@ -710,6 +711,37 @@ class HalClient:
 
         r = self._request("DELETE", path_of(name, version))
         return ArtifactInfo.model_validate_json(r.body)
+
+    def artifact_aliases(self, name: str) -> list[AliasInfo]:
+        from hal.wire.artifacts import AliasList
+
+        r = self._request("GET", f"/v1/artifact-aliases/{quote(name, safe='')}")
+        return AliasList.model_validate_json(r.body).aliases
+
+    def promote_artifact(
+        self, name: str, version: str, alias: str, canary: str | None = None
+    ) -> AliasInfo:
+        """Point ``name@alias`` at ``version``; ``canary`` ("10%"): that share of the jobs
+        naming the alias get it, the others the alias's version."""
+        from hal.wire.artifacts import AliasInfo
+
+        path = f"/v1/artifact-aliases/{quote(name, safe='')}/{quote(alias, safe='')}"
+        body = {"version": version, **({"canary": canary} if canary is not None else {})}
+        r = self._request("PUT", path, json_body=body, retry=False)
+        return AliasInfo.model_validate_json(r.body)
+
+    def rollback_artifact(self, name: str, alias: str = "stable") -> AliasInfo:
+        from hal.wire.artifacts import AliasInfo
+
+        path = f"/v1/artifact-aliases/{quote(name, safe='')}/{quote(alias, safe='')}/rollback"
+        r = self._request("POST", path, retry=False)
+        return AliasInfo.model_validate_json(r.body)
+
+    def artifact_nodes(self, name: str | None = None) -> list[NodeInventory]:
+        from hal.wire.artifacts import ArtifactNodes
+
+        r = self._request("GET", "/v1/artifact-nodes", params={"name": name} if name else None)
+        return ArtifactNodes.model_validate_json(r.body).nodes
 
     # -- the traffic graph ----------------------------------------------------------------
     def harmonic_graph(

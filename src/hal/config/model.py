@@ -84,6 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from hal.config.accounting import AccountingConfig, accounting_from_table
+from hal.config.artifacts import ArtifactsConfig, artifacts_from_table
 from hal.config.cloud import CloudConfig, cloud_from_table
 from hal.config.harmonic import HarmonicConfig, harmonic_from_table
 from hal.config.mail import MailConfig, mail_from_table
@@ -207,6 +208,8 @@ class HalConfig:
     power: PowerConfig = field(default_factory=PowerConfig)
     # [harmonic]: the traffic graph's half-life and bounds (hal.server.traffic)
     harmonic: HarmonicConfig = field(default_factory=HarmonicConfig)
+    # [artifacts]: the nodes' artifact caches, the aliases' canaries (docs/user/artifacts.md)
+    artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
 
     @property
     def datasets(self) -> Mapping[str, tuple[str, ...]]:
@@ -246,6 +249,7 @@ _TOP_KEYS = {
     "cloud",
     "power",
     "harmonic",
+    "artifacts",
     *PRIORITY_KEYS,
 }
 # integer settings and their least value (max_array_size 0: no arrays, as Slurm's
@@ -401,6 +405,8 @@ def config_from_dict(
         kwargs["cloud"] = cloud_from_table(raw["cloud"], source)
     if "harmonic" in raw:
         kwargs["harmonic"] = harmonic_from_table(raw["harmonic"], source)
+    if "artifacts" in raw:
+        kwargs["artifacts"] = artifacts_from_table(raw["artifacts"], source)
     if "power" in raw:
         names = tuple(p.name for p in kwargs.get("partitions", HalConfig().partitions))
         kwargs["power"] = power_from_table(raw["power"], source, names)
