@@ -56,6 +56,10 @@ Example::
     [harmonic]                     # optional: the traffic graph (docs/harmonic.md)
     half_life = "1h"               # what was measured counts half as much this much later
 
+    [artifacts]                    # optional: artifacts on the nodes (docs/user/artifacts.md)
+    node_cache = "50G"             # each node's copies within this (over --artifact-cache)
+    canary_min_jobs = 5            # jobs on each side before an alias's canary is judged
+
     [licenses]                     # optional: Slurm's Licenses= (docs/user/licenses.md)
     matlab = 10                    # jobs hold them with sbatch -L matlab:2
 
