@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from urllib.parse import quote
 
 from hal.client import cjson
 from hal.client.config import ClientConfig, load_client_config
@@ -713,9 +712,10 @@ class HalClient:
         return ArtifactInfo.model_validate_json(r.body)
 
     def artifact_aliases(self, name: str) -> list[AliasInfo]:
+        from hal.client.artifacts import alias_path
         from hal.wire.artifacts import AliasList
 
-        r = self._request("GET", f"/v1/artifact-aliases/{quote(name, safe='')}")
+        r = self._request("GET", alias_path(name))
         return AliasList.model_validate_json(r.body).aliases
 
     def promote_artifact(
@@ -723,17 +723,19 @@ class HalClient:
     ) -> AliasInfo:
         """Point ``name@alias`` at ``version``; ``canary`` ("10%"): that share of the jobs
         naming the alias get it, the others the alias's version."""
+        from hal.client.artifacts import alias_path
         from hal.wire.artifacts import AliasInfo
 
-        path = f"/v1/artifact-aliases/{quote(name, safe='')}/{quote(alias, safe='')}"
+        path = alias_path(name, alias)
         body = {"version": version, **({"canary": canary} if canary is not None else {})}
         r = self._request("PUT", path, json_body=body, retry=False)
         return AliasInfo.model_validate_json(r.body)
 
     def rollback_artifact(self, name: str, alias: str = "stable") -> AliasInfo:
+        from hal.client.artifacts import alias_path
         from hal.wire.artifacts import AliasInfo
 
-        path = f"/v1/artifact-aliases/{quote(name, safe='')}/{quote(alias, safe='')}/rollback"
+        path = alias_path(name, alias) + "/rollback"
         r = self._request("POST", path, retry=False)
         return AliasInfo.model_validate_json(r.body)
 

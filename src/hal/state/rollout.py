@@ -106,8 +106,6 @@ class Aliases:
         self.registry = registry
         self.cluster = registry.cluster
         self.by_key: dict[tuple[str, str], Alias] = {}
-        config = self.cluster.config.artifacts
-        self.rule = CanaryRule(min_jobs=config.canary_min_jobs, alpha=config.canary_alpha)
         self._tasks: set[asyncio.Task[None]] = set()
         self.cluster.on_jobs_changed(self._on_jobs)
 
@@ -337,7 +335,9 @@ class Aliases:
     def _judge(self, alias: Alias) -> None:
         canary = NodeFailures(*alias.counts.get(alias.canary, [0, 0]))
         previous = NodeFailures(*alias.counts.get(alias.version, [0, 0]))
-        verdict = self.rule.judge(canary, previous)
+        config = self.cluster.config.artifacts  # (scontrol reconfigure changes it)
+        rule = CanaryRule(min_jobs=config.canary_min_jobs, alpha=config.canary_alpha)
+        verdict = rule.judge(canary, previous)
         if verdict is None:
             return
         key = (alias.name, alias.alias)
