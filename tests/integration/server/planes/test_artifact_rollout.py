@@ -159,8 +159,9 @@ def test_a_failing_canary_is_rolled_back_with_the_evidence(
     assert len(events) == 1
     evidence = events[0].data
     assert (evidence["from"], evidence["to"], evidence["by"]) == ("2", "1", "hal")
-    assert evidence["canary_failed"] == evidence["canary_jobs"] >= MIN_JOBS
-    assert evidence["previous_failed"] == 0 and evidence["previous_jobs"] >= MIN_JOBS
+    assert evidence["canary_failed"] == evidence["canary_jobs"]
+    assert int(str(evidence["canary_jobs"])) >= MIN_JOBS
+    assert evidence["previous_failed"] == 0 and int(str(evidence["previous_jobs"])) >= MIN_JOBS
     assert evidence["canary_rate"] == 1.0 and evidence["previous_rate"] == 0.0
     assert 0 < float(str(evidence["p_value"])) < 0.01
     shown = _hal(server, "artifact", "aliases", "tool")
