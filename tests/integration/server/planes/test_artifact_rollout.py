@@ -3,8 +3,8 @@ real server and real agents (docs/user/artifacts.md): ``NAME@stable`` pins the v
 it names at submission; a canary gives its share of the jobs (by job id) the new
 version; a canary whose program exits 1 is rolled back by itself with the evidence in an
 event; ``hal artifact nodes`` shows what each node holds within ``[artifacts]
-node_cache``; and a job reserved on a busy node finds its artifact there before it
-starts."""
+node_cache``; and a job reserved on a busy node finds its artifact there, and its Python
+environment built, before it starts."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import pytest
 
 from hal.config.artifacts import ArtifactsConfig
 from hal.core.errors import HalError
+from hal.core.pyenv import make_python_env
 from hal.state.rollout import canary_pick
 from hal.testing.live import LiveServer, wait_until
+from hal.testing.wheels import make_wheel
 
 NODE_CACHE = 64 * 1024 * 1024
 MIN_JOBS = 4
@@ -26,7 +28,16 @@ MIN_JOBS = 4
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     settings = ArtifactsConfig(node_cache_bytes=NODE_CACHE, canary_min_jobs=MIN_JOBS)
     tmp = tmp_path_factory.mktemp("hal")
-    with LiveServer(tmp, config_overrides={"artifacts": settings}) as live, live.agents(2):
+    make_wheel(tmp / "wheels", "halpkgb", "1.0")  # the nodes' package index: a folder
+    index = {"UV_NO_INDEX": "1", "UV_FIND_LINKS": str(tmp / "wheels")}
+    with LiveServer(tmp, config_overrides={"artifacts": settings}) as live:
+        for name in ("node1", "node2"):
+            live.start_agent(name, cpus=2, env=index)
+        with live.client() as c:
+            wait_until(
+                lambda: {"node1", "node2"} <= {n.name for n in c.nodes() if n.state == "UP"},
+                message="agents to register",
+            )
         yield live
 
 
@@ -221,48 +232,31 @@ def test_the_nodes_report_what_they_hold_within_the_configured_bound(
     assert "of 64.0M" in shown
 
 
-def test_a_job_reserved_on_a_busy_node_finds_its_artifact_there_first(
+def test_a_job_reserved_on_a_busy_node_finds_its_software_there_first(
     server: LiveServer, tmp_path: Path
 ) -> None:
     shas = _publish(server, tmp_path, "pre", {"1": "echo pre"})
-    copy = server.data_dir / "agents" / "node2" / "artifacts" / f"{shas['1']}.program"
+    lock = "halpkgb==1.0\n"
+    (tmp_path / "requirements.txt").write_text(lock)
+    env = make_python_env({"requirements.txt": lock}).sha256
+    cache = server.data_dir / "agents" / "node2" / "artifacts"
     (tmp_path / "busy.sh").write_text("#!/bin/sh\nsleep 300\n")
-    (tmp_path / "job.sh").write_text("#!/bin/sh\npre\n")
-    busy = _hal(
-        server,
-        "sbatch",
-        "--parsable",
-        "-w",
-        "node2",
-        "-n2",
-        "-t",
-        "10",
-        "-o",
-        "/dev/null",
-        "busy.sh",
-        cwd=tmp_path,
-    ).strip()
+    (tmp_path / "job.sh").write_text(
+        '#!/bin/sh\npre\npython -c "import halpkgb; print(halpkgb.VERSION)"\n'
+    )
+    busy = _hal(server, "sbatch", "--parsable", "-w", "node2", "-n2", "-t", "10",
+                "-o", "/dev/null", "busy.sh", cwd=tmp_path).strip()  # fmt: skip
     try:
         with server.client() as c:
             wait_until(lambda: c.job(busy).state == "RUNNING", 60, message="the busy job")
-        job = _hal(
-            server,
-            "sbatch",
-            "--parsable",
-            "-w",
-            "node2",
-            "-n2",
-            "-t",
-            "5",
-            "--artifact=pre@1",
-            "-o",
-            "/dev/null",
-            "job.sh",
-            cwd=tmp_path,
-        ).strip()
-        wait_until((copy / "ready").exists, 60, message="the copy on node2")
+        job = _hal(server, "sbatch", "--parsable", "-w", "node2", "-n2", "-t", "5",
+                   "--artifact=pre@1", "--python-env=requirements.txt", "-o", "out.txt",
+                   "job.sh", cwd=tmp_path).strip()  # fmt: skip
+        for copy in (f"{shas['1']}.program", f"{env}.venv"):
+            wait_until((cache / copy / "ready").exists, 120, message=f"{copy} on node2")
         with server.client() as c:
-            assert c.job(job).state == "PENDING"  # fetched before it could start
+            assert c.job(job).state == "PENDING"  # fetched and built before it could start
     finally:
         server.cli("scancel", busy)
     assert _ended(server, [job]) == {job: "COMPLETED"}
+    assert (tmp_path / "out.txt").read_text() == "pre\n1.0\n"
