@@ -260,3 +260,10 @@ def test_a_job_reserved_on_a_busy_node_finds_its_software_there_first(
         server.cli("scancel", busy)
     assert _ended(server, [job]) == {job: "COMPLETED"}
     assert (tmp_path / "out.txt").read_text() == "pre\n1.0\n"
+
+    def builds() -> list[tuple[str, list[str]]]:  # node2's environments, in the inventory
+        with server.client() as c:
+            found = [n for n in c.artifact_nodes() if n.node == "node2"]
+        return [(p.sha256, p.versions) for n in found for p in n.copies if p.kind == "python-env"]
+
+    wait_until(lambda: (env, []) in builds(), 90, message="the build in the inventory")
