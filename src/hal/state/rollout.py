@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,8 @@ class Aliases:
         self.cluster = registry.cluster
         self.by_key: dict[tuple[str, str], Alias] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # rollbacks since the server started (``hal_artifact_rollbacks_total``), by how
+        self.rollbacks: Counter[str] = Counter()
         self.cluster.on_jobs_changed(self._on_jobs)
 
     async def load(self) -> None:
@@ -283,6 +286,7 @@ class Aliases:
             data |= evidence
             new.rolled_back = {"time": now, "from": old.canary, **evidence}
         await self._store(new, EventRow(now, "artifact.rolled_back", data=data))
+        self.rollbacks["automatic" if verdict is not None else "by_hand"] += 1
         return new
 
     def _check_alias(self, name: str, alias: str) -> None:

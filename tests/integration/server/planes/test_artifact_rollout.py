@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from hal.config.artifacts import ArtifactsConfig
@@ -177,6 +178,8 @@ def test_a_failing_canary_is_rolled_back_with_the_evidence(
     assert 0 < float(str(evidence["p_value"])) < 0.01
     shown = _hal(server, "artifact", "aliases", "tool")
     assert "rolled back 2" in shown and "p=" in shown
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    assert 'hal_artifact_rollbacks_total{how="automatic"} 1.0' in metrics
     # a job naming the alias now gets the version it names
     (tmp_path / "one.sh").write_text("#!/bin/sh\n#SBATCH --artifact=tool@stable\ntool\n")
     one = _hal(server, "sbatch", "--parsable", "-o", "one.txt", "one.sh", cwd=tmp_path).strip()
