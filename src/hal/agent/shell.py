@@ -180,6 +180,9 @@ class AgentShell:
         # the provider's latest notice of each kind not yet sent in an answered sync
         self._notices: dict[str, InterruptionNotice] = {}
         self._cache_sent = (-1, 0.0)  # (the cache's changes, when) last reported
+        # what the last report delivered held, and the one being sent (``_cache_report``)
+        self._cache_shape: list[object] = []
+        self._cache_pending: list[object] = []
         self._instructions = InstructionStream()  # each instruction once, in order
         self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
         self._retry_cap = config.max_backoff_seconds  # (the server's timeout lowers it)
@@ -370,7 +373,7 @@ class AgentShell:
                 )
                 reply = await self.channel.sync(self.config.node, request)
                 if cache is not None:
-                    self._cache_sent = mark
+                    self._cache_sent, self._cache_shape = mark, self._cache_pending
             except CredentialRefused as err:
                 # a token the server does not know, or one that may not serve this node:
                 # every retry would be refused alike, so say what to do and stop
@@ -485,6 +488,7 @@ class AgentShell:
         )
         self._registered = True
         self._cache_sent = (-1, 0.0)  # the new session hears of the cache at once
+        self._cache_shape = []
         if reply.artifact_cache_bytes is not None:  # [artifacts] node_cache
             self.artifacts.limit_bytes = reply.artifact_cache_bytes
             await asyncio.to_thread(self.artifacts.evict, self._live_jobs())
@@ -554,9 +558,17 @@ class AgentShell:
         changes, at = self._cache_sent
         if changes == self.artifacts.changes and now - at < CACHE_REPORT_S:
             return self._cache_sent, None
-        mark = (self.artifacts.changes, now)
+        seen = self.artifacts.changes
         report = await asyncio.to_thread(self.artifacts.inventory, self._live_jobs())
-        return mark, report
+        # copies, sizes and holds as last sent: only the times of use moved (a job
+        # deployed what was here), which wait for the periodic report
+        shape: list[object] = [(c.name, c.size, c.held) for c in report.copies]
+        shape.append(report.limit_bytes)
+        if shape == self._cache_shape and now - at < CACHE_REPORT_S:
+            self._cache_sent = (seen, at)
+            return self._cache_sent, None
+        self._cache_pending = shape  # (what it holds once the report is delivered)
+        return (seen, now), report
 
     def _apply(self, reply: AgentInstructions) -> None:
         now = self.clock.now()
