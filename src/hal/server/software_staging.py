@@ -1,10 +1,10 @@
-"""Pre-staging of jobs' software (docs/user/artifacts.md): a pending job's artifacts and
-Python environment are fetched (and built) on the nodes its backfill reservation plans
-it on, before it starts there, as the data plane pre-stages its inputs
+"""Pre-staging of jobs' software (docs/user/artifacts.md): a pending job's artifacts, its
+container image and its Python environment are fetched (loaded, built) on the nodes its
+backfill reservation plans it on, before it starts there, as the data plane pre-stages its inputs
 (``hal.server.data``).
 
 ``StagingRunner`` wraps the server's ``PassRunner``: after each pass, for every pending
-job that names artifacts or a lock and whose reservation starts within
+job that names artifacts, an image or a lock and whose reservation starts within
 ``PRESTAGE_HORIZON_S``, each planned node's agent gets a ``Prefetch`` instruction, once
 per (job, node). A placement needs none: its batch node deploys at launch, and its other
 nodes are sent a ``Prefetch`` with the launch (``hal.state.agents.send_launch``). A node
@@ -24,7 +24,7 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Pla
 from hal.scheduler.service import PassRunner
 from hal.server.data_view import StageTarget, stage_targets
 from hal.state.cluster import Cluster
-from hal.state.launch import artifact_pins, python_env_pin
+from hal.state.launch import artifact_pins, container_pin, python_env_pin
 from hal.wire.agent import Prefetch
 
 
@@ -43,7 +43,10 @@ class SoftwareStaging:
             with contextlib.suppress(RuntimeError):
                 self._loop = asyncio.get_running_loop()
         for job in jobs:
-            if job.state is JobState.PENDING and (job.spec.artifacts or job.spec.python_env):
+            spec = job.spec
+            if job.state is JobState.PENDING and (
+                spec.artifacts or spec.python_env or spec.container
+            ):
                 self._wanted[job.id] = None
             else:
                 self._wanted.pop(job.id, None)
@@ -75,8 +78,15 @@ class SoftwareStaging:
             if t.node in sent or session is None:
                 continue
             sent.add(t.node)
-            pins, env = artifact_pins(job.spec), python_env_pin(job.spec)
-            session.push(Prefetch(job_id=job.id, artifacts=pins, python_env=env))
+            spec = job.spec
+            session.push(
+                Prefetch(
+                    job_id=job.id,
+                    artifacts=artifact_pins(spec),
+                    python_env=python_env_pin(spec),
+                    container=container_pin(spec.container),
+                )
+            )
             self.prefetches += 1
 
 

@@ -36,11 +36,11 @@ from hal.core.artifacts import (
 )
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied
 from hal.state import schema
-from hal.state.rollout import Aliases
+from hal.state.rollout import Aliases, pins_of
 from hal.state.store import sql_store
 
 if TYPE_CHECKING:
-    from hal.core.job import Job, JobSpec
+    from hal.core.job import Job
     from hal.state.cluster import Caller, Cluster
 
 PIECE = 4 * 1024 * 1024
@@ -314,7 +314,7 @@ class Registry:
         pinning = sorted(
             j.id
             for j in self.cluster.unfinished.values()
-            if any((a.name, a.version) == (found.name, found.version) for a in _pins(j.spec))
+            if any((a.name, a.version) == (found.name, found.version) for a in pins_of(j.spec))
         )
         if pinning:
             shown = ", ".join(map(str, pinning[:10])) + (" …" if len(pinning) > 10 else "")
@@ -338,9 +338,3 @@ class Registry:
 def _stored(conn: Connection, sha256: str) -> bool:
     b = schema.artifact_blobs
     return bool(conn.execute(select(func.count()).where(b.c.sha256 == sha256)).scalar_one())
-
-
-def _pins(spec: JobSpec) -> tuple[ArtifactRef, ...]:
-    """The artifacts a job pins: ``--artifact``'s, and ``--container``'s image."""
-    image = spec.container.image if spec.container is not None else None
-    return (*spec.artifacts, image) if image is not None else spec.artifacts

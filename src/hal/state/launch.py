@@ -189,11 +189,12 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
         array_task_id=job.array_task_id,
         artifacts=artifact_pins(spec),
         python_env=python_env_pin(spec),
-        container=_container(spec.container),
+        container=container_pin(spec.container),
     )
 
 
-def _container(container: Container | None) -> ContainerPin | None:
+def container_pin(container: Container | None) -> ContainerPin | None:
+    """What the job's nodes run it in: its image's pin, or a bundle (None: no container)."""
     if container is None:
         return None
     i = container.image

@@ -34,7 +34,7 @@ from sqlalchemy import delete, insert, select
 
 from hal.core.artifacts import LATEST, ArtifactRef, check_name
 from hal.core.errors import Conflict, InvalidRequest, NotFound
-from hal.core.job import Job
+from hal.core.job import Job, JobSpec
 from hal.predict.anomaly import FAILED_STATES, CanaryRule, CanaryVerdict, NodeFailures
 from hal.state import schema
 from hal.state.rows import EventRow
@@ -76,6 +76,12 @@ class Alias:
             "history": json.dumps(self.history),
             "changed_by": self.changed_by,
         }
+
+
+def pins_of(spec: JobSpec) -> tuple[ArtifactRef, ...]:
+    """The artifacts a job pins: ``--artifact``'s, and ``--container``'s image."""
+    image = spec.container.image if spec.container is not None else None
+    return (*spec.artifacts, image) if image is not None else spec.artifacts
 
 
 def canary_pick(name: str, alias: str, job_id: int, share: float) -> bool:
@@ -158,10 +164,17 @@ class Aliases:
             return jobs
         out = []
         for job in jobs:
-            refs = tuple(self._choose_one(job.id, r) for r in job.spec.artifacts)
-            if refs != job.spec.artifacts:
-                job = replace(job, spec=job.spec.with_changes(artifacts=refs))
-            out.append(job)
+            spec = job.spec
+            refs = tuple(self._choose_one(job.id, r) for r in spec.artifacts)
+            if refs != spec.artifacts:
+                spec = spec.with_changes(artifacts=refs)
+            image = spec.container.image if spec.container is not None else None
+            if spec.container is not None and image is not None:
+                chosen = self._choose_one(job.id, image)
+                # (a canary that is no image cannot run it: the alias's version does)
+                if chosen != image and chosen.kind == image.kind:
+                    spec = spec.with_changes(container=replace(spec.container, image=chosen))
+            out.append(job if spec is job.spec else replace(job, spec=spec))
         return out
 
     def _choose_one(self, job_id: int, ref: ArtifactRef) -> ArtifactRef:
@@ -324,7 +337,7 @@ class Aliases:
         for job in jobs:
             if not job.state.is_terminal:
                 continue
-            for ref in job.spec.artifacts:
+            for ref in pins_of(job.spec):
                 found = self.by_key.get((ref.name, ref.alias)) if ref.alias else None
                 if found is None or not found.canary or job.submit_time < found.since:
                     continue

@@ -197,7 +197,8 @@ def test_the_nodes_report_what_they_hold_within_the_configured_bound(
     server: LiveServer, tmp_path: Path
 ) -> None:
     shas = _publish(server, tmp_path, "inv", {"1": "echo inv"})
-    (tmp_path / "job.sh").write_text("#!/bin/sh\ninv\n")
+    other = _publish(server, tmp_path, "other", {"1": "echo other"})["1"]
+    (tmp_path / "job.sh").write_text("#!/bin/sh\ninv\nother\n")
     jobs = [
         _hal(
             server,
@@ -205,7 +206,7 @@ def test_the_nodes_report_what_they_hold_within_the_configured_bound(
             "--parsable",
             "-w",
             node,
-            "--artifact=inv@1",
+            "--artifact=inv@1,other@1",
             "-o",
             "/dev/null",
             "job.sh",
@@ -229,7 +230,8 @@ def test_the_nodes_report_what_they_hold_within_the_configured_bound(
         assert (copy.sha256, copy.kind, copy.versions) == (shas["1"], "program", ["inv@1"])
         assert copy.size == len("#!/bin/sh\necho inv\n")
     assert all(n.used_bytes >= n.copies[0].size for n in nodes)
-    assert sum(len(n.copies) for n in everything) > len(nodes)  # other names' copies too
+    for n in everything:  # without a name: every name's copies
+        assert (other, ["other@1"]) in [(p.sha256, p.versions) for p in n.copies]
     shown = _hal(server, "artifact", "nodes", "inv")
     assert "node1:" in shown and "node2:" in shown and "inv@1" in shown
     assert "of 64.0M" in shown
