@@ -299,6 +299,7 @@ TABLES: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = [
     ("[mail]", lambda k: {"mail": k}),
     ("[cloud]", lambda k: {"cloud": k}),
     ("[harmonic]", lambda k: {"harmonic": k}),
+    ("[artifacts]", lambda k: {"artifacts": k}),
     ("[[cloud.groups]]", lambda k: {"cloud": {"groups": [
         {"name": "g", "provider": "local", "nodes": "c[1-2]", "cpus": 1, "memory": "1G", **k}
     ]}}),
@@ -316,6 +317,7 @@ MODULE_OF = {
     "[mail]": ("hal.config.mail", "Job mail"),
     "[cloud]": ("hal.config.cloud", "Nodes on demand"),
     "[harmonic]": ("hal.config.harmonic", "The traffic graph"),
+    "[artifacts]": ("hal.config.artifacts", "Artifacts on the nodes"),
     "[topology]": ("hal.config.topology", "Topology"),
 }
 

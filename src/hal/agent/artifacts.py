@@ -33,7 +33,7 @@ from typing import Protocol, runtime_checkable
 
 from hal.core.artifacts import ARCHIVE, variable_of
 from hal.slurm.job_variables import DEFAULT_PATH
-from hal.wire.agent import ArtifactPin
+from hal.wire.agent import ArtifactPin, CachedCopy, CacheReport
 
 log = logging.getLogger("hal.agent")
 
@@ -82,6 +82,9 @@ class ArtifactCache:
         self._deploys = 0
         # told the name of each copy eviction removes (container images: hal.agent.containers)
         self.on_remove: list[Callable[[str], None]] = []
+        # counts what may have changed the copies or their holds (the agent reports the
+        # cache to the server when it moved: ``inventory``)
+        self.changes = 0
 
     async def deploy(
         self, job_id: int, pins: Iterable[ArtifactPin], environment: dict[str, str]
@@ -107,6 +110,7 @@ class ArtifactCache:
             raise ArtifactError(f"cannot keep a copy on this node: {err}") from err
 
     def hold(self, job_id: int, copies: list[str]) -> None:
+        self.changes += 1
         self.holds.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o711)  # the jobs' users reach their copies, not the list of them
         with open(self.holds / str(job_id), "a") as f:
@@ -170,18 +174,9 @@ class ArtifactCache:
     def evict(self, live: set[int]) -> None:
         """Remove the least recently deployed copies no ``live`` job holds, while the
         cache is over its limit; forget the holds of jobs no longer live."""
-        held: set[str] = set()
-        for hold in self.holds.iterdir():
-            with contextlib.suppress(OSError, ValueError):
-                if int(hold.name) in live:
-                    held.update(hold.read_text().split())
-                else:
-                    hold.unlink()
-        copies = []
-        for place in self.root.iterdir():
-            with contextlib.suppress(OSError):
-                ready = (place / READY).stat()
-                copies.append((ready.st_mtime, place, int((place / READY).read_text() or 0)))
+        self.changes += 1
+        held = self._held(live, forget=True)
+        copies = self._copies()
         total = sum(size for _, _, size in copies)
         for _, place, size in sorted(copies):
             if total <= self.limit_bytes:
@@ -193,6 +188,40 @@ class ArtifactCache:
             log.info("artifact copy %s removed: the cache is over its limit", place.name[:12])
             for removed in self.on_remove:
                 removed(place.name)
+
+    def inventory(self, live: set[int]) -> CacheReport:
+        """The copies here, their sizes, when last used and whether a ``live`` job holds
+        them (``hal artifact nodes``)."""
+        held = self._held(live, forget=False)
+        copies = [
+            CachedCopy(name=place.name, size=size, used=used, held=place.name in held)
+            for used, place, size in sorted(self._copies(), key=lambda c: c[1].name)
+        ]
+        return CacheReport(limit_bytes=self.limit_bytes, copies=copies)
+
+    def _held(self, live: set[int], *, forget: bool) -> set[str]:
+        """The copies ``live`` jobs hold (``forget``: the holds of the others go)."""
+        held: set[str] = set()
+        if not self.holds.is_dir():
+            return held
+        for hold in self.holds.iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                if int(hold.name) in live:
+                    held.update(hold.read_text().split())
+                elif forget:
+                    hold.unlink()
+        return held
+
+    def _copies(self) -> list[tuple[float, Path, int]]:
+        """(last used, folder, bytes) of each whole copy."""
+        copies: list[tuple[float, Path, int]] = []
+        if not self.root.is_dir():
+            return copies
+        for place in self.root.iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                ready = (place / READY).stat()
+                copies.append((ready.st_mtime, place, int((place / READY).read_text() or 0)))
+        return copies
 
 
 def copy_name(pin: ArtifactPin) -> str:

@@ -111,6 +111,7 @@ from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,
     AgentSync,
+    CacheReport,
     Cancel,
     InterruptionNotice,
     JobTraffic,
@@ -129,6 +130,7 @@ log = logging.getLogger("hal.agent")
 
 MAX_REPORTS_PER_SYNC = 1000  # after a long outage the backlog goes out in slices
 MAX_WAIT_SECONDS = 60.0  # AgentSync.wait_seconds' upper bound
+CACHE_REPORT_S = 60.0  # the artifact cache is reported at least this often
 FLUSH_COALESCE_SECONDS = 0.005
 STEP_COALESCE_SECONDS = 0.05
 POLL_SECONDS = 1.0  # how often supervisors without a pidfd are checked
@@ -177,6 +179,10 @@ class AgentShell:
         self._registered = False
         # the provider's latest notice of each kind not yet sent in an answered sync
         self._notices: dict[str, InterruptionNotice] = {}
+        self._cache_sent = (-1, 0.0)  # (the cache's changes, when) last reported
+        # what the last report delivered held, and the one being sent (``_cache_report``)
+        self._cache_shape: list[object] = []
+        self._cache_pending: list[object] = []
         self._instructions = InstructionStream()  # each instruction once, in order
         self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
         self._retry_cap = config.max_backoff_seconds  # (the server's timeout lowers it)
@@ -361,10 +367,13 @@ class AgentShell:
                 )
                 # the host's free memory and load ride on every heartbeat (two small
                 # /proc reads): sinfo's FREE_MEM and CPU_LOAD
+                mark, cache = await self._cache_report()
                 request, sent = self._sync_request(
-                    self._wait_seconds, usage, node_load(), step_usage, traffic
+                    self._wait_seconds, usage, node_load(), step_usage, traffic, cache
                 )
                 reply = await self.channel.sync(self.config.node, request)
+                if cache is not None:
+                    self._cache_sent, self._cache_shape = mark, self._cache_pending
             except CredentialRefused as err:
                 # a token the server does not know, or one that may not serve this node:
                 # every retry would be refused alike, so say what to do and stop
@@ -478,6 +487,11 @@ class AgentShell:
             MAX_WAIT_SECONDS,
         )
         self._registered = True
+        self._cache_sent = (-1, 0.0)  # the new session hears of the cache at once
+        self._cache_shape = []
+        if reply.artifact_cache_bytes is not None:  # [artifacts] node_cache
+            self.artifacts.limit_bytes = reply.artifact_cache_bytes
+            await asyncio.to_thread(self.artifacts.evict, self._live_jobs())
         # while the server is away, try again well within its node timeout: it gives a
         # node one timeout of grace after its own restart, and an agent backing off for
         # up to 30 s (the default cap) behind a 15 s timeout was declared dead there
@@ -497,6 +511,7 @@ class AgentShell:
         load: tuple[int | None, float | None] = (None, None),
         step_usage: list[StepTaskUsage] | None = None,
         traffic: list[JobTraffic] | None = None,
+        cache: CacheReport | None = None,
     ) -> tuple[AgentSync, StepOutgoing]:
         outbox = self.machine.outbox
         steps = self.machine.steps.outgoing()
@@ -519,6 +534,7 @@ class AgentShell:
             gpu_problems=self.usage.gpu_problems,
             traffic=traffic or [],
             notices=list(self._notices.values()),
+            artifact_cache=cache,
         )
         return request, steps
 
@@ -533,6 +549,26 @@ class AgentShell:
         for notice in request.notices:
             if self._notices.get(notice.kind) == notice:
                 del self._notices[notice.kind]
+
+    async def _cache_report(self) -> tuple[tuple[int, float], CacheReport | None]:
+        """The artifact cache's contents, when they may have changed since the last sent
+        or ``CACHE_REPORT_S`` has passed (copies other agents sharing the folder made);
+        with the mark to remember once it is sent."""
+        now = self.clock.now()
+        changes, at = self._cache_sent
+        if changes == self.artifacts.changes and now - at < CACHE_REPORT_S:
+            return self._cache_sent, None
+        seen = self.artifacts.changes
+        report = await asyncio.to_thread(self.artifacts.inventory, self._live_jobs())
+        # copies, sizes and holds as last sent: only the times of use moved (a job
+        # deployed what was here), which wait for the periodic report
+        shape: list[object] = [(c.name, c.size, c.held) for c in report.copies]
+        shape.append(report.limit_bytes)
+        if shape == self._cache_shape and now - at < CACHE_REPORT_S:
+            self._cache_sent = (seen, at)
+            return self._cache_sent, None
+        self._cache_pending = shape  # (what it holds once the report is delivered)
+        return (seen, now), report
 
     def _apply(self, reply: AgentInstructions) -> None:
         now = self.clock.now()

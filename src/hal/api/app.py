@@ -99,6 +99,8 @@ def create_app(
     ):
         app.include_router(module.router)
     app.include_router(routes_artifacts.agent_router)
+    app.include_router(routes_artifacts.alias_router)
+    app.include_router(routes_artifacts.nodes_router)
     app.include_router(routes_steps.listing)
     app.include_router(routes_feedback.many)
     slurmrest.install(app, ctx)

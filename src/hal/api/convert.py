@@ -42,6 +42,7 @@ from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.job_changes import PLACEMENT_NOTE
 from hal.state.node_flags import last_contact, node_state_flags, power_display
+from hal.state.rollout import pins_of
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
@@ -512,6 +513,8 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         placement=job.extra.get(PLACEMENT_NOTE),
         data=list(spec.data),
         artifacts=[f"{a}" for a in spec.artifacts],
+        artifact_digests=[f"{a}={a.sha256}" for a in pins_of(spec)],
+        artifact_aliases=[f"{a.name}@{a.alias}={a.version}" for a in pins_of(spec) if a.alias],
         python_env=f"{spec.python_env.kind}:{spec.python_env.sha256}" if spec.python_env else None,
         container=str(spec.container) if spec.container else None,
         near=[str(r) for r in spec.near],

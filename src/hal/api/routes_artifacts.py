@@ -19,10 +19,25 @@ from hal.core.artifacts import SHA256, Artifact
 from hal.core.errors import InvalidRequest, NotFound
 from hal.server.services import Services
 from hal.state.cluster import Caller
-from hal.wire.artifacts import KIND_HEADER, SHA256_HEADER, ArtifactInfo, ArtifactList
+from hal.state.rollout import Alias, parse_share
+from hal.wire.artifacts import (
+    KIND_HEADER,
+    SHA256_HEADER,
+    AliasInfo,
+    AliasList,
+    AliasMove,
+    ArtifactInfo,
+    ArtifactList,
+    ArtifactNodes,
+    NodeCopy,
+    NodeInventory,
+)
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
 agent_router = APIRouter(prefix="/v1/agent/artifacts", tags=["agent"])
+# (beside /v1/artifacts: an alias or "nodes" there would read as a version)
+alias_router = APIRouter(prefix="/v1/artifact-aliases", tags=["artifacts"])
+nodes_router = APIRouter(prefix="/v1/artifact-nodes", tags=["artifacts"])
 Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 Agent = Annotated[Caller, Depends(agent_dep)]
@@ -42,8 +57,15 @@ async def list_artifacts(ctx: Ctx, _caller: Who, name: str | None = None) -> Art
 
 @router.get("/{name}/{version}", response_model=ArtifactInfo)
 async def show_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> ArtifactInfo:
-    """One version; ``latest``: the newest."""
-    return info(ctx.artifacts.find(name, version))
+    """One version; ``latest``: the newest; an alias: the version it names."""
+    return info(_find(ctx, name, version))
+
+
+def _find(ctx: Services, name: str, version: str) -> Artifact:
+    named = ctx.artifacts.aliases.by_key.get((name, version))
+    if named is not None and (name, version) not in ctx.artifacts.index:
+        version = named.version
+    return ctx.artifacts.find(name, version)
 
 
 _FILE_BODY = {  # the body is the file itself, streamed (OpenAPI: a binary string)
@@ -92,7 +114,7 @@ async def remove_artifact(name: str, version: str, ctx: Ctx, caller: Who) -> Art
 
 @router.get("/{name}/{version}/content")
 async def download_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> StreamingResponse:
-    return await _stream(ctx, ctx.artifacts.find(name, version), "user")
+    return await _stream(ctx, _find(ctx, name, version), "user")
 
 
 @agent_router.get("/{sha256}")
@@ -121,3 +143,90 @@ async def _stream(ctx: Services, artifact: Artifact, to: str) -> StreamingRespon
         KIND_HEADER: artifact.kind,
     }
     return StreamingResponse(body(), media_type="application/octet-stream", headers=headers)
+
+
+# -- aliases (hal.state.rollout) ------------------------------------------------------------
+
+
+def alias_info(ctx: Services, a: Alias) -> AliasInfo:
+    index = ctx.artifacts.index
+    version, canary = index.get((a.name, a.version)), index.get((a.name, a.canary))
+    ran, ran_old = a.counts.get(a.canary, [0, 0]), a.counts.get(a.version, [0, 0])
+    return AliasInfo(
+        name=a.name,
+        alias=a.alias,
+        version=a.version,
+        sha256=version.sha256 if version else "",
+        canary=a.canary,
+        canary_sha256=canary.sha256 if canary else "",
+        share=a.share,
+        since=a.since,
+        history=list(a.history),
+        changed_by=a.changed_by,
+        canary_jobs=ran[0],
+        canary_failed=ran[1],
+        previous_jobs=ran_old[0],
+        previous_failed=ran_old[1],
+        rolled_back=a.rolled_back,
+    )
+
+
+@alias_router.get("/{name}", response_model=AliasList)
+async def list_aliases(name: str, ctx: Ctx, _caller: Who) -> AliasList:
+    return AliasList(aliases=[alias_info(ctx, a) for a in ctx.artifacts.aliases.of(name)])
+
+
+@alias_router.put("/{name}/{alias}", response_model=AliasInfo)
+async def promote(name: str, alias: str, move: AliasMove, ctx: Ctx, caller: Who) -> AliasInfo:
+    """Point ``name@alias`` at ``move.version``; with ``canary`` ("10%"), give that
+    share of the jobs naming the alias the version instead (its owner, or an
+    administrator)."""
+    share = parse_share(move.canary) if move.canary is not None else None
+    moved = await ctx.artifacts.aliases.promote(name, move.version, alias, caller, share)
+    return alias_info(ctx, moved)
+
+
+@alias_router.post("/{name}/{alias}/rollback", response_model=AliasInfo)
+async def rollback(name: str, alias: str, ctx: Ctx, caller: Who) -> AliasInfo:
+    """End the alias's canary; without one, point it at the version it named before."""
+    return alias_info(ctx, await ctx.artifacts.aliases.rollback(name, alias, caller))
+
+
+# -- what the nodes hold ----------------------------------------------------------------
+
+
+@nodes_router.get("", response_model=ArtifactNodes)
+async def artifact_nodes(ctx: Ctx, _caller: Who, name: str | None = None) -> ArtifactNodes:
+    """Each node's artifact cache as its agent last reported it: its copies (of ``name``'s
+    versions only, when given; Python environments only without it)."""
+    versions: dict[str, list[str]] = {}
+    for a in ctx.artifacts.index.values():
+        if name is None or a.name == name:
+            versions.setdefault(a.sha256, []).append(f"{a.name}@{a.version}")
+    out = []
+    for node, session in sorted(ctx.cluster.agent_sessions.items()):
+        if session.cache is None:
+            continue
+        at, report = session.cache
+        copies = []
+        for c in report.copies:
+            sha256, _, suffix = c.name.partition(".")
+            kind = {"": "archive", "program": "program", "venv": "python-env"}.get(suffix, suffix)
+            named = sorted(versions.get(sha256, [])) if kind != "python-env" else []
+            if name is not None and not named:
+                continue
+            copies.append(
+                NodeCopy(
+                    sha256=sha256, kind=kind, size=c.size, used=c.used, held=c.held, versions=named
+                )
+            )
+        out.append(
+            NodeInventory(
+                node=node,
+                reported=at,
+                limit_bytes=report.limit_bytes,
+                used_bytes=sum(c.size for c in report.copies),
+                copies=copies,
+            )
+        )
+    return ArtifactNodes(nodes=out)

@@ -10,14 +10,20 @@ from typing import Any
 
 from hal.core.artifacts import ARCHIVE, HEAD, LATEST, parse_request, suffix_of
 from hal.core.errors import InvalidRequest
-from hal.wire.artifacts import ArtifactInfo
+from hal.wire.artifacts import AliasInfo, ArtifactInfo, NodeInventory
 
 
 def add_commands(sub: Any) -> None:
     p = sub.add_parser(
-        "artifact", help="pinned software for jobs (--artifact): push, list, pull, rm"
+        "artifact",
+        help="pinned software for jobs (--artifact): push, list, pull, rm, promote, rollback, "
+        "aliases, nodes",
     )
-    verbs = p.add_subparsers(dest="verb", required=True, metavar="{push,list,show,pull,rm}")
+    verbs = p.add_subparsers(
+        dest="verb",
+        required=True,
+        metavar="{push,list,show,pull,rm,promote,rollback,aliases,nodes}",
+    )
     push = verbs.add_parser("push", help="publish FILE as NAME@VERSION (versions never change)")
     push.add_argument("artifact", metavar="NAME@VERSION")
     push.add_argument("file", type=Path, metavar="FILE", help="a tar or zip archive, or a program")
@@ -48,6 +54,36 @@ def add_commands(sub: Any) -> None:
     rm = verbs.add_parser("rm", help="remove a version no unfinished job pins")
     rm.add_argument("artifact", metavar="NAME@VERSION")
     rm.set_defaults(func=cmd_rm)
+    promote = verbs.add_parser(
+        "promote", help="point an alias (NAME@stable) at a version, or start a canary of it"
+    )
+    promote.add_argument("artifact", metavar="NAME@VERSION")
+    promote.add_argument("--to", required=True, metavar="ALIAS", help="e.g. stable")
+    promote.add_argument(
+        "--canary",
+        default=None,
+        metavar="SHARE",
+        help="give only this share of the jobs naming the alias the version, e.g. 10%%; "
+        "the others keep the alias's version (promote again without --canary to finish)",
+    )
+    promote.add_argument("--json", action="store_true")
+    promote.set_defaults(func=cmd_promote)
+    back = verbs.add_parser(
+        "rollback", help="end an alias's canary, or point it at the version it named before"
+    )
+    back.add_argument("name", metavar="NAME")
+    back.add_argument("--alias", default="stable", help="the alias (default stable)")
+    back.set_defaults(func=cmd_rollback)
+    aliases = verbs.add_parser("aliases", help="a name's aliases, their versions and canaries")
+    aliases.add_argument("name", metavar="NAME")
+    aliases.add_argument("--json", action="store_true")
+    aliases.set_defaults(func=cmd_aliases)
+    nodes = verbs.add_parser(
+        "nodes", help="which nodes hold which versions (of NAME), and their caches"
+    )
+    nodes.add_argument("name", nargs="?", default=None, metavar="NAME")
+    nodes.add_argument("--json", action="store_true")
+    nodes.set_defaults(func=cmd_nodes)
 
 
 def _pinned(text: str) -> tuple[str, str]:
@@ -136,6 +172,101 @@ def cmd_rm(ns: argparse.Namespace) -> int:
         artifact = client.remove_artifact(name, version)
     print(f"removed {artifact.name}@{artifact.version}")
     return 0
+
+
+def cmd_promote(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    name, version = _pinned(ns.artifact)
+    with HalClient() as client:
+        moved = client.promote_artifact(name, version, ns.to, ns.canary)
+    if ns.json:
+        print(moved.model_dump_json(indent=2))
+    elif ns.canary is not None:
+        print(
+            f"{name}@{moved.alias}: canary {moved.canary} for {moved.share:g}% of the jobs "
+            f"naming it, {moved.version} for the others"
+        )
+    else:
+        print(f"{name}@{moved.alias} is {moved.version} (sha256 {moved.sha256})")
+    return 0
+
+
+def cmd_rollback(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    with HalClient() as client:
+        moved = client.rollback_artifact(ns.name, ns.alias)
+    print(f"{ns.name}@{moved.alias} is {moved.version} (sha256 {moved.sha256}), no canary")
+    return 0
+
+
+def cmd_aliases(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    with HalClient() as client:
+        found = client.artifact_aliases(ns.name)
+    if ns.json:
+        print("[" + ",".join(a.model_dump_json() for a in found) + "]")
+        return 0
+    print(render_aliases(ns.name, found), end="")
+    return 0
+
+
+def render_aliases(name: str, found: list[AliasInfo]) -> str:
+    if not found:
+        return f"{name} has no aliases: hal artifact promote {name}@VERSION --to stable\n"
+    lines = [f"{'ALIAS':<12} {'VERSION':<14} {'CANARY':<22} {'SINCE':<19}  BEFORE"]
+    for a in found:
+        canary = f"{a.canary} ({a.share:g}%)" if a.canary else "-"
+        lines.append(
+            f"{a.alias:<12} {a.version:<14} {canary:<22} {_when(a.since):<19}  "
+            f"{','.join(reversed(a.history[-5:])) or '-'}"
+        )
+        if a.canary:
+            lines.append(
+                f"  jobs ended since the canary: {a.canary} {a.canary_failed}/{a.canary_jobs} "
+                f"failed, {a.version} {a.previous_failed}/{a.previous_jobs} failed"
+            )
+        if a.rolled_back:
+            r = a.rolled_back
+            lines.append(
+                f"  rolled back {r.get('from')} at {_when(float(r.get('time', 0)))}: "
+                f"{r.get('canary_failed')}/{r.get('canary_jobs')} failed against "
+                f"{r.get('previous_failed')}/{r.get('previous_jobs')} (p={r.get('p_value'):.2g})"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def cmd_nodes(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    with HalClient() as client:
+        found = client.artifact_nodes(ns.name)
+    if ns.json:
+        print("[" + ",".join(n.model_dump_json() for n in found) + "]")
+        return 0
+    print(render_nodes(found), end="")
+    return 0
+
+
+def render_nodes(found: list[NodeInventory]) -> str:
+    if not found:
+        return "no node has reported its artifact cache yet\n"
+    lines = []
+    for n in found:
+        lines.append(
+            f"{n.node}: {_size(n.used_bytes)} of {_size(n.limit_bytes)} "
+            f"({len(n.copies)} cop{'y' if len(n.copies) == 1 else 'ies'} shown)"
+        )
+        for c in n.copies:
+            what = ",".join(c.versions) or ("python-env" if c.kind == "python-env" else "-")
+            held = "  in use" if c.held else ""
+            lines.append(
+                f"  {what:<28} {c.kind:<10} {_size(c.size):>9}  {c.sha256[:12]}  "
+                f"used {_when(c.used)}{held}"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def render(found: list[ArtifactInfo]) -> str:

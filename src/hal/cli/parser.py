@@ -149,7 +149,8 @@ def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         metavar="SIZE",
         help="keep this node's copies of artifacts and its Python environments within "
-        "SIZE, e.g. 20G (default 10G); those a running job holds are never removed",
+        "SIZE, e.g. 20G (default 10G; the server's [artifacts] node_cache wins where set); "
+        "those a running job holds are never removed",
     )
     ag.add_argument(
         "--gpu-type",

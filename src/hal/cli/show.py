@@ -95,6 +95,8 @@ def job_lines(job: JobInfo, now: float) -> list[str]:
         [("Near", ",".join(job.near)), ("Apart", ",".join(job.apart))],
         [("FeedbackGoal", job.feedback_goal)],
         [("Data", ",".join(job.data)), ("Artifacts", ",".join(job.artifacts))],
+        [("ArtifactAliases", ",".join(job.artifact_aliases))],
+        [("ArtifactDigests", ",".join(job.artifact_digests))],
         [("Topology", job.topology), ("Switches", job.switches or None)],
         [("BurstAfter", job.burst_after)],  # ([cloud]: its patience before new nodes)
         [("Placement", job.placement)],  # (a sentence: the traffic graph's note)

@@ -28,6 +28,12 @@ def path_of(name: str, version: str) -> str:
     return f"/v1/artifacts/{quote(name, safe='')}/{quote(version, safe='')}"
 
 
+def alias_path(name: str, alias: str | None = None) -> str:
+    """``/v1/artifact-aliases/NAME[/ALIAS]``."""
+    path = f"/v1/artifact-aliases/{quote(name, safe='')}"
+    return path if alias is None else f"{path}/{quote(alias, safe='')}"
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
-    from hal.wire.artifacts import ArtifactInfo
+    from hal.wire.artifacts import AliasInfo, ArtifactInfo, NodeInventory
     from hal.wire.cloud import CloudCosts, CloudPrices, CloudStatus
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
@@ -710,6 +710,40 @@ class HalClient:
 
         r = self._request("DELETE", path_of(name, version))
         return ArtifactInfo.model_validate_json(r.body)
+
+    def artifact_aliases(self, name: str) -> list[AliasInfo]:
+        from hal.client.artifacts import alias_path
+        from hal.wire.artifacts import AliasList
+
+        r = self._request("GET", alias_path(name))
+        return AliasList.model_validate_json(r.body).aliases
+
+    def promote_artifact(
+        self, name: str, version: str, alias: str, canary: str | None = None
+    ) -> AliasInfo:
+        """Point ``name@alias`` at ``version``; ``canary`` ("10%"): that share of the jobs
+        naming the alias get it, the others the alias's version."""
+        from hal.client.artifacts import alias_path
+        from hal.wire.artifacts import AliasInfo
+
+        path = alias_path(name, alias)
+        body = {"version": version, **({"canary": canary} if canary is not None else {})}
+        r = self._request("PUT", path, json_body=body, retry=False)
+        return AliasInfo.model_validate_json(r.body)
+
+    def rollback_artifact(self, name: str, alias: str = "stable") -> AliasInfo:
+        from hal.client.artifacts import alias_path
+        from hal.wire.artifacts import AliasInfo
+
+        path = alias_path(name, alias) + "/rollback"
+        r = self._request("POST", path, retry=False)
+        return AliasInfo.model_validate_json(r.body)
+
+    def artifact_nodes(self, name: str | None = None) -> list[NodeInventory]:
+        from hal.wire.artifacts import ArtifactNodes
+
+        r = self._request("GET", "/v1/artifact-nodes", params={"name": name} if name else None)
+        return ArtifactNodes.model_validate_json(r.body).nodes
 
     # -- the traffic graph ----------------------------------------------------------------
     def harmonic_graph(

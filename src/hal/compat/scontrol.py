@@ -430,6 +430,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"Comment={job.comment or '(null)'}",
         # HAL's --artifact, pinned (docs/user/artifacts.md): only on the jobs that name some
         *([f"Artifacts={','.join(job.artifacts)}"] if job.artifacts else []),
+        *([f"ArtifactDigests={','.join(job.artifact_digests)}"] if job.artifact_digests else []),
+        *([f"ArtifactAliases={','.join(job.artifact_aliases)}"] if job.artifact_aliases else []),
         # HAL's --python-env (docs/user/environments.md): its kind and lock's sha256
         *([f"PythonEnv={job.python_env}"] if job.python_env else []),
         *([f"Container={job.container}"] if job.container else []),

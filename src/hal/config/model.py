@@ -56,6 +56,10 @@ Example::
     [harmonic]                     # optional: the traffic graph (docs/harmonic.md)
     half_life = "1h"               # what was measured counts half as much this much later
 
+    [artifacts]                    # optional: artifacts on the nodes (docs/user/artifacts.md)
+    node_cache = "50G"             # each node's copies within this (over --artifact-cache)
+    canary_min_jobs = 5            # jobs on each side before an alias's canary is judged
+
     [licenses]                     # optional: Slurm's Licenses= (docs/user/licenses.md)
     matlab = 10                    # jobs hold them with sbatch -L matlab:2
 
@@ -84,6 +88,7 @@ from pathlib import Path
 from typing import Any
 
 from hal.config.accounting import AccountingConfig, accounting_from_table
+from hal.config.artifacts import ArtifactsConfig, artifacts_from_table
 from hal.config.cloud import CloudConfig, cloud_from_table
 from hal.config.harmonic import HarmonicConfig, harmonic_from_table
 from hal.config.mail import MailConfig, mail_from_table
@@ -207,6 +212,8 @@ class HalConfig:
     power: PowerConfig = field(default_factory=PowerConfig)
     # [harmonic]: the traffic graph's half-life and bounds (hal.server.traffic)
     harmonic: HarmonicConfig = field(default_factory=HarmonicConfig)
+    # [artifacts]: the nodes' artifact caches, the aliases' canaries (docs/user/artifacts.md)
+    artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
 
     @property
     def datasets(self) -> Mapping[str, tuple[str, ...]]:
@@ -246,6 +253,7 @@ _TOP_KEYS = {
     "cloud",
     "power",
     "harmonic",
+    "artifacts",
     *PRIORITY_KEYS,
 }
 # integer settings and their least value (max_array_size 0: no arrays, as Slurm's
@@ -401,6 +409,8 @@ def config_from_dict(
         kwargs["cloud"] = cloud_from_table(raw["cloud"], source)
     if "harmonic" in raw:
         kwargs["harmonic"] = harmonic_from_table(raw["harmonic"], source)
+    if "artifacts" in raw:
+        kwargs["artifacts"] = artifacts_from_table(raw["artifacts"], source)
     if "power" in raw:
         names = tuple(p.name for p in kwargs.get("partitions", HalConfig().partitions))
         kwargs["power"] = power_from_table(raw["power"], source, names)

@@ -41,6 +41,9 @@ class ArtifactRef:
     version: str
     sha256: str
     kind: str = PROGRAM  # ARCHIVE (unpacked on the node) or PROGRAM
+    # the alias the job named (``NAME@stable``), resolved to ``version`` at submission;
+    # "" when it named the version (or none)
+    alias: str = ""
 
     def __str__(self) -> str:
         return f"{self.name}@{self.version}"
@@ -62,8 +65,8 @@ class Artifact:
     created: float
     kind: str = PROGRAM
 
-    def ref(self) -> ArtifactRef:
-        return ArtifactRef(self.name, self.version, self.sha256, self.kind)
+    def ref(self, alias: str = "") -> ArtifactRef:
+        return ArtifactRef(self.name, self.version, self.sha256, self.kind, alias)
 
 
 def kind_of_name(file_name: str) -> str:

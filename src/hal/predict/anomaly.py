@@ -215,3 +215,53 @@ def _median_less(pool: Sequence[float], mine: Sequence[float]) -> float:
     if m % 2:
         return kth(m // 2)
     return (kth(m // 2 - 1) + kth(m // 2)) / 2
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryVerdict:
+    """Why a canary version fails markedly more often than the version before it."""
+
+    canary_jobs: int
+    canary_failed: int
+    previous_jobs: int
+    previous_failed: int
+    canary_rate: float
+    previous_rate: float
+    threshold: float  # the rate past which the canary is bad (``factor × previous + margin``)
+    p_value: float  # of its failures being no more frequent (rank-sum test)
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryRule:
+    """A canary version against the version it replaces, on the jobs that named the same
+    alias since the canary began: bad when both have at least ``min_jobs`` ended jobs, the
+    canary's failure rate exceeds ``factor × the previous rate + margin`` (the node rule's
+    effect size), and the one-sided rank-sum test on the jobs' outcomes (1 failed, 0
+    not) says the canary's are worse with a p-value under ``alpha``."""
+
+    min_jobs: int = 5
+    factor: float = 3.0
+    margin: float = 0.2
+    alpha: float = 0.01
+
+    def judge(self, canary: NodeFailures, previous: NodeFailures) -> CanaryVerdict | None:
+        if canary.jobs < self.min_jobs or previous.jobs < self.min_jobs:
+            return None
+        threshold = self.factor * previous.rate + self.margin
+        if canary.rate <= threshold:
+            return None
+        mine = [0.0] * (canary.jobs - canary.failed) + [1.0] * canary.failed
+        others = [0.0] * (previous.jobs - previous.failed) + [1.0] * previous.failed
+        p = rank_sum_p(sorted(mine + others), mine)
+        if p >= self.alpha:
+            return None
+        return CanaryVerdict(
+            canary.jobs,
+            canary.failed,
+            previous.jobs,
+            previous.failed,
+            canary.rate,
+            previous.rate,
+            threshold,
+            p,
+        )

@@ -51,6 +51,7 @@ from hal.server.reconfigure import (
     restart_only,
 )
 from hal.server.services import Services
+from hal.server.software_staging import SoftwareStaging, StagingRunner
 from hal.server.traffic import TrafficAwareRunner, TrafficService
 from hal.state import agents, preempt, reservations, step_signal
 from hal.state.cluster import Cluster
@@ -180,6 +181,9 @@ class ControlPlane:
         runner: PassRunner = self.paced
         if self.data is not None:
             runner = DataAwareRunner(runner, self.data)
+        # jobs' artifacts and Python environments fetched on their reserved nodes
+        self.software = SoftwareStaging(self.cluster)
+        runner = StagingRunner(runner, self.software)
         # the traffic graph (who talks to whom) goes into each pass's snapshot too
         self.traffic = TrafficService(self.cluster, config.harmonic)
         runner = TrafficAwareRunner(runner, self.traffic)

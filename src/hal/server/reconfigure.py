@@ -59,6 +59,7 @@ LIVE = frozenset(
         "cloud",
         "power",
         "harmonic",
+        "artifacts",  # node_cache: told to each agent at its next registration
     }
 )
 # the other fields' hal.toml names, where they differ

@@ -45,6 +45,7 @@ from hal.wire.agent import (
     AgentRegister,
     AgentRegistered,
     AgentSync,
+    CacheReport,
     Cancel,
     Instruction,
     InterruptionNotice,
@@ -99,6 +100,8 @@ class AgentSession:
     gpu_problems: list[str] | None = None  # the agent's last GPU health read; None: none
     # interruption notices the agent sent that a database outage kept from being acted on
     notices: list[InterruptionNotice] = field(default_factory=list)
+    # its artifact cache as last reported, and when (``hal artifact nodes``; memory only)
+    cache: tuple[float, CacheReport] | None = None
 
     def push(self, instruction: Instruction) -> None:
         self.outbox.append(instruction)
@@ -297,6 +300,7 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
         kill=kill,
         server_time=now,
         instructions_from=session.first_id,
+        artifact_cache_bytes=cluster.config.artifacts.node_cache_bytes,
     )
 
 
@@ -312,6 +316,8 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
         session.free_memory_bytes = request.free_memory_bytes
     if request.cpu_load is not None:
         session.cpu_load = request.cpu_load
+    if request.artifact_cache is not None:
+        session.cache = (now, request.artifact_cache)
     if request.applied is not None:
         session.applied(request.applied)
     fresh = [r for r in request.reports if r.seq > session.acked_seq]

@@ -36,10 +36,11 @@ from hal.core.artifacts import (
 )
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied
 from hal.state import schema
+from hal.state.rollout import Aliases, pins_of
 from hal.state.store import sql_store
 
 if TYPE_CHECKING:
-    from hal.core.job import Job, JobSpec
+    from hal.core.job import Job
     from hal.state.cluster import Caller, Cluster
 
 PIECE = 4 * 1024 * 1024
@@ -56,6 +57,8 @@ class Registry:
         self.published = 0
         self.downloads: Counter[str] = Counter()
         self.served_bytes: Counter[str] = Counter()
+        self.aliases = Aliases(self)  # NAME@stable, its canary (hal.state.rollout)
+        cluster.on_new_jobs = self.aliases.choose
 
     async def load(self) -> None:
         """Read the versions, and delete the pieces of uploads a stopped server left."""
@@ -69,6 +72,7 @@ class Registry:
 
         found, self.owners = await self.cluster.db(work)
         self.index = {(a.name, a.version): a for a in found}
+        await self.aliases.load()
 
     # -- reading --------------------------------------------------------------------------
 
@@ -95,11 +99,30 @@ class Registry:
         raise NotFound(f"artifact {name!r} has no version {version!r}; it has {listed}")
 
     def pin(self, refs: Iterable[ArtifactRef], where: str = "") -> tuple[ArtifactRef, ...]:
-        """A submission's artifacts (versions as asked for) pinned to their content."""
+        """A submission's artifacts (versions or aliases as asked for) pinned to their
+        content; an alias's canary is chosen once the job has its id."""
         try:
-            return tuple(self.find(r.name, r.version).ref() for r in refs)
+            return tuple(self._pin_one(r) for r in refs)
         except NotFound as err:
             raise NotFound(err.message, field=where + "artifacts") from err
+
+    def _pin_one(self, ref: ArtifactRef) -> ArtifactRef:
+        if ref.version == LATEST or (ref.name, ref.version) in self.index:
+            return self.find(ref.name, ref.version).ref()
+        found = self.aliases.resolve(ref.name, ref.version)
+        if found is not None:
+            return found
+        try:
+            return self.find(ref.name, ref.version).ref()
+        except NotFound as err:
+            if not self.listing(ref.name):
+                raise
+            aliases = ", ".join(a.alias for a in self.aliases.of(ref.name)) or "none"
+            raise NotFound(
+                f"{err.message}; nor is {ref.version!r} one of its aliases ({aliases}): "
+                f"name a version, or point the alias at one (hal artifact promote "
+                f"{ref.name}@VERSION --to {ref.version})"
+            ) from err
 
     async def check_content(self, artifact: Artifact) -> None:
         """NotFound unless every piece of ``artifact``'s content is stored (before a
@@ -178,6 +201,12 @@ class Registry:
         if kind is not None:
             check_kind(kind)
         self.check_owner(name, caller)
+        if (name, version) in self.aliases.by_key and (name, version) not in self.index:
+            raise InvalidRequest(
+                f"{name}@{version} is an alias (hal artifact aliases {name}); publish the "
+                "version under a name no alias has, then promote it",
+                field="version",
+            )
         upload = UPLOAD + secrets.token_hex(16)
         try:
             sha256, size, head = await self._write(upload, chunks)
@@ -276,10 +305,16 @@ class Registry:
             )
         found = self.find(name, version)
         self.check_owner(name, caller)
+        named = self.aliases.naming(found.name, found.version)
+        if named:
+            raise Conflict(
+                f"{found.name}@{found.version} is what alias(es) {', '.join(named)} name: "
+                f"promote another version to them (or roll them back) first"
+            )
         pinning = sorted(
             j.id
             for j in self.cluster.unfinished.values()
-            if any((a.name, a.version) == (found.name, found.version) for a in _pins(j.spec))
+            if any((a.name, a.version) == (found.name, found.version) for a in pins_of(j.spec))
         )
         if pinning:
             shown = ", ".join(map(str, pinning[:10])) + (" …" if len(pinning) > 10 else "")
@@ -303,9 +338,3 @@ class Registry:
 def _stored(conn: Connection, sha256: str) -> bool:
     b = schema.artifact_blobs
     return bool(conn.execute(select(func.count()).where(b.c.sha256 == sha256)).scalar_one())
-
-
-def _pins(spec: JobSpec) -> tuple[ArtifactRef, ...]:
-    """The artifacts a job pins: ``--artifact``'s, and ``--container``'s image."""
-    image = spec.container.image if spec.container is not None else None
-    return (*spec.artifacts, image) if image is not None else spec.artifacts

@@ -113,6 +113,9 @@ class Cluster(Mirror):
         self.in_doubt: set[int] = set()
         self.others_in_doubt = False
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
+        # new jobs, numbered, before they are stored: the artifact canaries' choice by
+        # job id (``hal.state.rollout.Aliases.choose``); None: as they are
+        self.on_new_jobs: Callable[[list[Job]], list[Job]] | None = None
         # application feedback (``hal.server.feedback``): the key each run's token is
         # made with, and the server's URL for the job's HAL_URL (set by the control plane)
         self.feedback_key: bytes | None = None
@@ -380,6 +383,8 @@ class Cluster(Mirror):
                 count = sum(len(s.array.indices) if s.array else 1 for s in specs)
                 next_id = tx.reserve_job_ids(count)
                 jobs, results, scripts = new_jobs(specs, prepared, next_id, now, het=het)
+                if self.on_new_jobs is not None:
+                    jobs = self.on_new_jobs(jobs)
                 built.extend(jobs)
                 if key is not None:
                     result = [(r.job_id, len(r.task_ids)) for r in results]

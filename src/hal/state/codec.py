@@ -65,7 +65,8 @@ def spec_to_json(spec: JobSpec) -> str:
         elif name in ("licenses", "feedback_goals"):
             value = [list(pair) for pair in value]
         elif name == "artifacts":
-            value = [[a.name, a.version, a.sha256, a.kind] for a in value]
+            # (the alias only where the job named one: older records have 4 fields)
+            value = [[a.name, a.version, a.sha256, a.kind, *_alias(a)] for a in value]
         elif name == "python_env" and value is not None:
             value = [value.kind, value.sha256, [list(f) for f in value.files]]
         elif name == "container" and value is not None:
@@ -75,6 +76,10 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [[r.job_id, r.name, r.level, r.required] for r in value]
         d[name] = value
     return json.dumps(d, separators=(",", ":"))
+
+
+def _alias(ref: ArtifactRef) -> list[str]:
+    return [ref.alias] if ref.alias else []
 
 
 def spec_from_json(text: str, script: str) -> JobSpec:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import hostlist
 
 from hal.core.container import Container
-from hal.core.job import Allocation, Job
+from hal.core.job import Allocation, Job, JobSpec
 from hal.core.resources import MiB
 from hal.observe.traceids import traceparent
 from hal.slurm.job_variables import describes_a_job
@@ -187,26 +187,32 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
         ),
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
-        artifacts=[
-            ArtifactPin(name=a.name, version=a.version, sha256=a.sha256, kind=a.kind)
-            for a in spec.artifacts
-        ],
-        python_env=(
-            PythonEnvPin(
-                kind=spec.python_env.kind,
-                sha256=spec.python_env.sha256,
-                files=dict(spec.python_env.files),
-            )
-            if spec.python_env
-            else None
-        ),
-        container=_container(spec.container),
+        artifacts=artifact_pins(spec),
+        python_env=python_env_pin(spec),
+        container=container_pin(spec.container),
     )
 
 
-def _container(container: Container | None) -> ContainerPin | None:
+def container_pin(container: Container | None) -> ContainerPin | None:
+    """What the job's nodes run it in: its image's pin, or a bundle (None: no container)."""
     if container is None:
         return None
     i = container.image
     image = ArtifactPin(name=i.name, version=i.version, sha256=i.sha256, kind=i.kind) if i else None
     return ContainerPin(image=image, bundle=container.bundle)
+
+
+def artifact_pins(spec: JobSpec) -> list[ArtifactPin]:
+    """What the job's nodes deploy: its pinned artifacts."""
+    return [
+        ArtifactPin(name=a.name, version=a.version, sha256=a.sha256, kind=a.kind)
+        for a in spec.artifacts
+    ]
+
+
+def python_env_pin(spec: JobSpec) -> PythonEnvPin | None:
+    """The lock its nodes build an environment from (None: it names none)."""
+    if spec.python_env is None:
+        return None
+    env = spec.python_env
+    return PythonEnvPin(kind=env.kind, sha256=env.sha256, files=dict(env.files))

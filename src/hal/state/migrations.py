@@ -306,6 +306,11 @@ def _v27_artifacts(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _v36_artifact_aliases(conn: Connection) -> None:
+    # artifact_aliases: NAME@stable and its canary (hal.state.rollout)
+    schema.artifact_aliases.create(conn, checkfirst=True)
+
+
 def _v28_step_input_readers(conn: Connection) -> None:
     # running_steps.relay: the ranks that read srun's relayed stdin, so a restarted server
     # takes the relay up and srun sends again what it lost; steps kept before: none known
@@ -380,6 +385,7 @@ STEPS: tuple[Step, ...] = (
     _v31_job_feedback,
     _v32_run_interruptions,
     _v33_run_costs,
+    _v36_artifact_aliases,
 )
 
 

@@ -316,6 +316,22 @@ artifact_blobs = Table(
     Column("data", LargeBinary, nullable=False),
 )
 
+# artifact aliases (``hal artifact promote NAME@VERSION --to ALIAS``, hal.state.rollout):
+# the version ``NAME@ALIAS`` names, the canary a share of jobs naming it gets, and the
+# versions it named before (JSON list, oldest first: ``hal artifact rollback``)
+artifact_aliases = Table(
+    "artifact_aliases",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("alias", String(128), primary_key=True),
+    Column("version", String(128), nullable=False),
+    Column("canary", String(128), nullable=False),  # "" when none
+    Column("share", Float, nullable=False),  # the canary's share of jobs, 0..100 (%)
+    Column("since", Float, nullable=False),  # when the canary (or the version) was set
+    Column("history", Text, nullable=False),
+    Column("changed_by", String(256), nullable=False),
+)
+
 # what ``scontrol update PartitionName=P`` changed while the server ran, over hal.toml's
 # [[partitions]] (``hal.state.partitions``): a column is NULL where hal.toml's value holds.
 # Kept over a restart (as slurmctld -R keeps its partitions); ``scontrol reconfigure``

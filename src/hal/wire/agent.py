@@ -82,6 +82,9 @@ class AgentRegistered(WireModel):
     server_time: float
     # the number of this session's first instruction (0: a server that does not number)
     instructions_from: int = Field(default=0, ge=0)
+    # [artifacts] node_cache: the bound of the node's artifact cache, over the agent's
+    # --artifact-cache; None: the agent keeps its own
+    artifact_cache_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
 
 
 class JobReport(WireModel):
@@ -180,6 +183,9 @@ class AgentSync(WireModel):
     # what the instance's metadata service says of the machine's fate (``agent.interruption``,
     # with ``--interruption-notice``): each notice sent until a reply comes
     notices: list[InterruptionNotice] = Field(default_factory=list, max_length=2)
+    # the node's artifact cache (``hal artifact nodes``): sent when it changed, and
+    # every ``CACHE_REPORT_S`` seconds; None: unchanged (or an older agent)
+    artifact_cache: CacheReport | None = None
 
 
 class InterruptionNotice(WireModel):
@@ -192,6 +198,20 @@ class InterruptionNotice(WireModel):
     # Unix time: when the machine goes (an interruption), when the recommendation was made
     # (a rebalance)
     time: float = Field(ge=0, le=1e11)
+
+
+class CachedCopy(WireModel):
+    """A copy in a node's artifact cache: an artifact's content or a Python environment."""
+
+    name: str = Field(max_length=80)  # its folder: SHA256, SHA256.program or SHA256.venv
+    size: int = Field(ge=0, le=INT64_MAX)
+    used: float  # when a job last deployed it
+    held: bool = False  # a job on the node holds it
+
+
+class CacheReport(WireModel):
+    limit_bytes: int = Field(ge=0, le=INT64_MAX)
+    copies: list[CachedCopy] = Field(default_factory=list, max_length=100_000)
 
 
 class Endpoint(WireModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from hal.wire.base import WireModel
@@ -22,3 +24,59 @@ class ArtifactInfo(WireModel):
 
 class ArtifactList(WireModel):
     artifacts: list[ArtifactInfo] = Field(default_factory=list)  # by name, newest first
+
+
+class AliasInfo(WireModel):
+    """``NAME@ALIAS`` (``hal artifact aliases``): the version it names, its canary."""
+
+    name: str
+    alias: str
+    version: str  # what jobs naming it get (but the canary's share)
+    sha256: str
+    canary: str = ""  # the version a share of them gets; "" when none
+    canary_sha256: str = ""
+    share: float = 0.0  # the canary's share of the jobs, in %
+    since: float  # when the version or the canary was set
+    history: list[str] = Field(default_factory=list)  # the versions it named before
+    changed_by: str = ""
+    # the jobs naming it that ended since the canary began: on the canary, on the version
+    canary_jobs: int = 0
+    canary_failed: int = 0
+    previous_jobs: int = 0
+    previous_failed: int = 0
+    # the evidence of the last automatic rollback since the server started; {} if none
+    rolled_back: dict[str, Any] = Field(default_factory=dict)
+
+
+class AliasList(WireModel):
+    aliases: list[AliasInfo] = Field(default_factory=list)
+
+
+class AliasMove(WireModel):
+    """``hal artifact promote NAME@VERSION --to ALIAS [--canary SHARE]``."""
+
+    version: str = Field(max_length=128)
+    canary: str | None = Field(default=None, max_length=16)  # "10%": a canary of that share
+
+
+class NodeCopy(WireModel):
+    """One copy in a node's artifact cache."""
+
+    sha256: str
+    kind: str  # "archive", "program" or "python-env" (an environment built from a lock)
+    size: int
+    used: float  # when a job last deployed it (Unix time)
+    held: bool  # a job running on the node uses it: never evicted
+    versions: list[str] = Field(default_factory=list)  # NAME@VERSION with this content
+
+
+class NodeInventory(WireModel):
+    node: str
+    reported: float  # when its agent last said (Unix time)
+    limit_bytes: int  # its cache's bound ([artifacts] node_cache, or its --artifact-cache)
+    used_bytes: int
+    copies: list[NodeCopy] = Field(default_factory=list)
+
+
+class ArtifactNodes(WireModel):
+    nodes: list[NodeInventory] = Field(default_factory=list)

@@ -223,6 +223,8 @@ class JobInfo(WireModel):
     placement: str | None = None
     data: list[str] = Field(default_factory=list)  # --data: input cache keys
     artifacts: list[str] = Field(default_factory=list)  # --artifact, pinned: NAME@VERSION
+    artifact_digests: list[str] = Field(default_factory=list)  # NAME@VERSION=SHA256 of each
+    artifact_aliases: list[str] = Field(default_factory=list)  # NAME@ALIAS=VERSION it named
     python_env: str | None = None  # --python-env: "requirements:SHA256" or "uv:SHA256"
     container: str | None = None  # --container, pinned: NAME@VERSION, or a bundle's path
     near: list[str] = Field(default_factory=list)  # --near rules, e.g. "job:12@node"

@@ -484,3 +484,24 @@ def test_ended_jobs_holds_go_without_a_fetch(
     assert sorted(p.name for p in holds.iterdir()) == ["1", "2", "3"]
     deploy(cache, 4, pin("hello", PLAIN))  # the 4th deploy: jobs 2, 3 and 4 are not live
     assert sorted(p.name for p in holds.iterdir()) == ["1"]
+
+
+# -- inventory ----------------------------------------------------------------------------
+
+
+def test_the_inventory_lists_copies_their_sizes_and_holds(tmp_path: Path) -> None:
+    a, b = program(1), program(2)
+    live = {1, 2}
+    cache = cache_of(tmp_path, Channel({sha(a): a, sha(b): b}), 10**6, lambda: live)
+    deploy(cache, 1, pin("a", a))
+    deploy(cache, 2, pin("b", b))
+    live.discard(2)  # job 2 ended: b is no longer held
+    before = cache.changes
+    report = cache.inventory(live)
+    assert report.limit_bytes == 10**6
+    got = {c.name: (c.size, c.held) for c in report.copies}
+    assert got == {kept(a): (len(a), True), kept(b): (len(b), False)}
+    assert (tmp_path / "artifacts" / HOLDS / "2").exists()  # reading forgets nothing
+    assert cache.changes == before
+    deploy(cache, 3, pin("a", a))
+    assert cache.changes > before  # a deploy moves the holds: the agent reports again

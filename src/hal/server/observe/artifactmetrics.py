@@ -1,6 +1,7 @@
 """The ``hal_artifact_*`` series: what the artifact registry holds (versions, names and
-the bytes of their content in the database) and, since the server started, the versions
-published and the downloads and bytes served to agents and to users. Read from
+the bytes of their content in the database, aliases running a canary) and, since the
+server started, the versions published, the downloads and bytes served to agents and to
+users, and the aliases rolled back. Read from
 ``hal.state.artifacts.Registry`` at each scrape."""
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ def artifact_metrics(registry: Registry | None) -> Iterable[Metric]:
         ("versions", "Artifact versions published.", len(versions)),
         ("names", "Artifact names with a version.", len({a.name for a in versions})),
         (
+            "canaries",
+            "Artifact aliases with a canary running.",
+            sum(1 for a in registry.aliases.by_key.values() if a.canary),
+        ),
+        (
             "stored_bytes",
             "Bytes of artifact content in the state store (each content once).",
             registry.stored_bytes(),
@@ -35,6 +41,15 @@ def artifact_metrics(registry: Registry | None) -> Iterable[Metric]:
     )
     published.add_metric([], registry.published)
     yield published
+    rollbacks = CounterMetricFamily(
+        "hal_artifact_rollbacks",
+        "Artifact aliases rolled back since the server started: a failing canary "
+        "(automatic) or hal artifact rollback (by_hand).",
+        labels=["how"],
+    )
+    for how in ("automatic", "by_hand"):
+        rollbacks.add_metric([how], registry.aliases.rollbacks[how])
+    yield rollbacks
     for name, text, counts in (
         (
             "downloads",

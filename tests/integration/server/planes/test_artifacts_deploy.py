@@ -60,6 +60,8 @@ def _copies(live: LiveServer, node: str) -> dict[str, int]:
     """The node's copies: digest → the inode of its ``ready`` file (a new fetch makes a
     new copy)."""
     root = live.data_dir / "agents" / node / "artifacts"
+    if not root.is_dir():
+        return {}  # (no copy yet: the agent makes the folder with its first)
     return {p.name: (p / "ready").stat().st_ino for p in root.iterdir() if (p / "ready").exists()}
 
 
