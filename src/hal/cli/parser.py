@@ -10,6 +10,7 @@ from hal.cli import (
     artifacts,
     bench,
     cache,
+    certs,
     cloud,
     data,
     explain,
@@ -63,6 +64,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     data.add_commands(sub)
     harmonic.add_commands(sub)
     feedback.add_commands(sub)
+    certs.add_commands(sub)
     return p
 
 
