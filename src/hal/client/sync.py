@@ -11,6 +11,7 @@ from hal.client.records import records
 from hal.client.transport import (
     Response,
     StreamRefused,
+    TlsRefused,
     Transport,
     TransportError,
     percent_encoded,
@@ -134,6 +135,10 @@ class HalClient:
                 response = self._http.request(
                     method, path, params=params, body=body, headers=headers, timeout=timeout
                 )
+            except TlsRefused as err:
+                raise Unavailable(
+                    f"cannot talk to the HAL server at {self.config.url}: {err}"
+                ) from err
             except TransportError as err:
                 if key and err.sent and not doubt:
                     doubt = True

@@ -140,3 +140,24 @@ def _reason(err: OSError | ssl.SSLError) -> str:
     if isinstance(err, ssl.SSLError):
         return err.reason or str(err)
     return err.strerror or str(err)
+
+
+class ServerTls:
+    """What a server serves TLS with: its certificate and key, and for mutual TLS the
+    CA that signs its clients' certificates."""
+
+    __slots__ = ("cert", "client_ca", "key")
+
+    def __init__(self, cert: str, key: str, client_ca: str | None = None) -> None:
+        self.cert = cert
+        self.key = key
+        self.client_ca = client_ca
+
+    def context(self) -> ssl.SSLContext:
+        return server_context(self.cert, self.key, self.client_ca)
+
+
+def verify_for(url: str) -> ssl.SSLContext | bool:
+    """httpx's ``verify`` for ``url``: ``client_context()`` for https (the system's CAs,
+    HAL_CA_FILE, and HAL_TLS_CERT/HAL_TLS_KEY), True (unused) for plain HTTP."""
+    return client_context() if url.startswith("https:") else True
