@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Mapping
+from typing import Any
 
 CA_ENV = "HAL_CA_FILE"
 CERT_ENV = "HAL_TLS_CERT"
@@ -120,17 +122,17 @@ def explain(err: BaseException, host: str) -> str | None:
     return f"TLS with {host} failed ({reason})"
 
 
-def peer_names(peercert: dict[str, object] | None) -> set[str]:
+def peer_names(peercert: Mapping[str, Any] | None) -> set[str]:
     """The names a verified peer certificate (``SSLSocket.getpeercert()``) proves: its
     common name and DNS names."""
     if not peercert:
         return set()
     names: set[str] = set()
-    for rdn in peercert.get("subject", ()):  # type: ignore[attr-defined]
+    for rdn in peercert.get("subject", ()):
         for attr, value in rdn:
             if attr == "commonName":
                 names.add(value)
-    for kind, value in peercert.get("subjectAltName", ()):  # type: ignore[attr-defined]
+    for kind, value in peercert.get("subjectAltName", ()):
         if kind == "DNS":
             names.add(value)
     return names
