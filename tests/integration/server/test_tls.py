@@ -180,11 +180,11 @@ def test_an_expired_certificate_is_refused(tmp_path: Path, pki: Pki) -> None:
         assert "has expired" in done.stderr, done.stderr
 
 
-def test_a_plain_http_client_of_a_tls_server_gets_no_answer(server: Server, pki: Pki) -> None:
+def test_a_plain_http_client_of_a_tls_server_is_told_to_use_https(server: Server, pki: Pki) -> None:
     plain = Server(server.proc, server.url.replace("https:", "http:"), server.token, server.data)
     done = plain.cli("sinfo", ca=pki.ca)
     assert done.returncode != 0
-    assert "debug" not in done.stdout
+    assert "use https://" in done.stderr, done.stderr
 
 
 def test_an_agent_joins_over_tls_and_runs_a_job(
