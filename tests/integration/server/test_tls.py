@@ -113,7 +113,9 @@ class Server:
         return (self.data / f"agent-{name}.log").read_text(errors="replace")
 
 
-def _serve(tmp: Path, *args: str, host: str = "localhost") -> Iterator[Server]:
+def _serve(
+    tmp: Path, *args: str, host: str = "localhost", env: dict[str, str] | None = None
+) -> Iterator[Server]:
     port = free_port()
     data = tmp / f"server-{port}"
     data.mkdir()
@@ -123,7 +125,7 @@ def _serve(tmp: Path, *args: str, host: str = "localhost") -> Iterator[Server]:
             [*HAL, "server", "--data-dir", str(data), "--port", str(port), *START, *args],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
     try:
         wait_until(
@@ -304,3 +306,23 @@ def test_an_agents_metrics_over_tls_ask_for_the_token(
             httpx.get(url, verify=ssl.create_default_context(cafile=pki.other / "ca.pem"))
     finally:
         stop_process(agent)
+
+
+def test_the_embedded_cache_control_plane_asks_for_the_data_planes_token(
+    tmp_path: Path, pki: Pki
+) -> None:
+    """``hal server --cache-control-plane`` with HAL_CACHE_TOKEN: /cache over the server's
+    TLS answers only with that token; HAL's own /v1 keeps its users' tokens."""
+    cache_env = {"HAL_CACHE_TOKEN": "data-secret"}
+    args = (*pki.pair("localhost"), "--cache-control-plane")
+    for srv in _serve(tmp_path, *args, env=cache_env):
+        trust = ssl.create_default_context(cafile=pki.ca)
+        with httpx.Client(base_url=srv.url, verify=trust, timeout=10) as http:
+            refused = http.get("/cache/v1/instances")
+            assert refused.status_code == 401
+            assert "HAL_CACHE_TOKEN" in refused.json()["message"]
+            ok = http.get("/cache/v1/instances", headers={"Authorization": "Bearer data-secret"})
+            assert ok.status_code == 200
+            assert ok.json()["instances"] == []
+            wrong = http.get("/v1/nodes", headers={"Authorization": "Bearer data-secret"})
+            assert wrong.status_code == 401
