@@ -326,3 +326,29 @@ def test_the_embedded_cache_control_plane_asks_for_the_data_planes_token(
             assert ok.json()["instances"] == []
             wrong = http.get("/v1/nodes", headers={"Authorization": "Bearer data-secret"})
             assert wrong.status_code == 401
+
+
+@pytest.mark.parametrize("insecure", [False, True])
+def test_plain_http_beyond_loopback_is_warned_about(tmp_path: Path, insecure: bool) -> None:
+    """Without TLS on every address the server starts (clusters set up before TLS keep
+    working) but says what crosses the network in the clear, unless --insecure-http."""
+    port = free_port()
+    out = tmp_path / "server.log"
+    where = ["--host", "0.0.0.0", *(["--insecure-http"] if insecure else [])]
+    with out.open("w") as log:
+        proc = subprocess.Popen(
+            [*HAL, "server", "--data-dir", str(tmp_path), "--port", str(port), *where],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        wait_until(
+            lambda: "control plane on http://" in out.read_text() or proc.poll() is not None,
+            message="the server to start",
+        )
+        assert proc.poll() is None, out.read_text()
+        warned = "warning: plain HTTP on 0.0.0.0" in out.read_text()
+        assert warned is not insecure, out.read_text()
+    finally:
+        stop_process(proc)
