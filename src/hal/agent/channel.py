@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 import httpx
 
 from hal.agent.artifacts import ArtifactMissing
+from hal.host.tls import explain, verify_for
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
 from hal.wire.output import OutputPoll, OutputReads
 
@@ -93,6 +94,7 @@ class HttpAgentChannel:
             headers=headers,
             timeout=httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
             transport=transport,
+            verify=verify_for(self.server_url),  # HAL_CA_FILE, HAL_TLS_CERT (mutual TLS)
         )
 
     async def register(self, request: AgentRegister) -> AgentRegistered:
@@ -146,6 +148,9 @@ class HttpAgentChannel:
                 timeout=timeout,
             )
         except httpx.HTTPError as err:
+            refused = explain(err, self.server_url)
+            if refused is not None:  # retried as any unreachable server, and logged so
+                raise ChannelUnavailable(f"{self.server_url}{path}: {refused}") from err
             raise ChannelUnavailable(
                 f"cannot reach {self.server_url}{path}: {err.__class__.__name__}: {err}"
             ) from err

@@ -378,6 +378,16 @@ class AgentShell:
                 # a token the server does not know, or one that may not serve this node:
                 # every retry would be refused alike, so say what to do and stop
                 node = self.config.node
+                if "certificate" in err.detail:  # mutual TLS: the token is not at fault
+                    log.error(
+                        "the control plane refused this agent for node %s (%s): no retry "
+                        "can fix that; give the agent node %s's certificate (--tls-cert, "
+                        "--tls-key) and start it again",
+                        node,
+                        err,
+                        node,
+                    )
+                    raise
                 log.error(
                     "the control plane refused this agent's token for node %s (%s): no "
                     "retry can fix that; give the agent an agent token that may serve "

@@ -5,12 +5,13 @@ header."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Annotated
 
 from fastapi import Header, Request
 
-from hal.core.errors import PermissionDenied
+from hal.core.errors import PermissionDenied, Unauthenticated
 from hal.server.auth import TokenCache
 from hal.server.services import Services
 from hal.state.cluster import Caller
@@ -66,6 +67,8 @@ async def agent_dep(
     per administrator: whoever reads a node's token then administers the cluster).
     Handlers check the node they serve with ``check_agent_node``."""
     caller = await authenticated(request, authorization)
+    if getattr(request.app.state, "agent_mtls", False):
+        caller = dataclasses.replace(caller, cert_nodes=_certified(request))
     if caller.agent:
         return caller
     if not caller.admin:
@@ -85,8 +88,29 @@ async def agent_dep(
     return caller
 
 
+def _certified(request: Request) -> frozenset[str]:
+    """The node names the agent's TLS certificate proves (``hal.api.server`` puts them
+    in the request's scope); a request without one is refused."""
+    tls = request.scope.get("extensions", {}).get("tls", {})
+    names = frozenset(tls.get("client_names", ()))
+    if not names:
+        raise Unauthenticated(
+            "this server asks agents for a TLS client certificate (mutual TLS) and this "
+            "agent sent none signed by the site CA: give it one (`hal certs issue NODE "
+            "--client`) with HAL_TLS_CERT and HAL_TLS_KEY"
+        )
+    return names
+
+
 def check_agent_node(caller: Caller, node: str) -> None:
-    """Refuse an agent token bound to other nodes (``--nodes``) serving ``node``."""
+    """Refuse an agent token bound to other nodes (``--nodes``) serving ``node``, and an
+    agent whose certificate (mutual TLS) proves other nodes."""
+    if caller.cert_nodes is not None and node not in caller.cert_nodes:
+        raise PermissionDenied(
+            f"the agent's TLS certificate is for {', '.join(sorted(caller.cert_nodes))}, "
+            f"not node {node!r}; give the agent its own node's certificate (`hal certs "
+            f"issue {node} --client`)"
+        )
     if caller.agent and caller.agent_nodes is not None and node not in caller.agent_nodes:
         raise PermissionDenied(
             f"agent token {caller.name} may not serve node {node!r}, only its own nodes; "

@@ -22,18 +22,25 @@ token it was given.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hal import __version__
 from hal.api.convert import job_cost, usage_fields
 from hal.api.deps import admin_dep, agent_dep, caller_dep, check_agent_node, services_dep
-from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
+from hal.core.errors import (
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+    Unavailable,
+)
 from hal.core.job import Job
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.core.traffic import identity
@@ -77,9 +84,17 @@ def install(app: FastAPI, plane: ObservePlane) -> None:
 
 # -- metrics and alerts -------------------------------------------------------------------
 @router.get("/metrics", tags=["observe"], include_in_schema=False)
-async def metrics(plane: Plane) -> Response:
+async def metrics(plane: Plane, request: Request) -> Response:
     # async on purpose: the collector walks the cluster mirror, which only the event
     # loop mutates, so it must run there (a threadpool route could see it mid-change).
+    expected = getattr(request.app.state, "metrics_token", None)
+    if expected is not None:  # HAL_METRICS_TOKEN / --metrics-token-file
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), expected):
+            raise Unauthenticated(
+                "/metrics asks for the metrics token: send Authorization: Bearer <token> "
+                "(Prometheus: authorization.credentials_file)"
+            )
     return Response(generate_latest(plane.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -10,22 +10,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import os
 import signal
 import socket
+import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import cast
+from typing import Any, cast
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from hal.api.app import create_app
 from hal.api.routes_observe import install as install_observe
 from hal.cache.app import CacheControlPlane
+from hal.cache.auth import cache_token
 from hal.config.model import HalConfig
 from hal.core.clock import Clock
 from hal.core.errors import Conflict, InvalidRequest
+from hal.host.tls import ServerTls, peer_names
+from hal.observe.listener import TOKEN_ENV as METRICS_TOKEN_ENV
 from hal.observe.logging import uvicorn_log_config
 from hal.server.control_plane import ControlPlane, cache_db_url
 
@@ -48,10 +54,14 @@ class HalServer(ControlPlane):
         # --cache-control-plane: the cache contract's API under /cache, in this process
         self.cache_plane: CacheControlPlane | None = None
         if cache_plane:
-            self.cache_plane = CacheControlPlane(cache_db_url(db_url, self.data_dir))
+            self.cache_plane = CacheControlPlane(
+                cache_db_url(db_url, self.data_dir), token=cache_token()
+            )
             # the cache app types its ASGI arguments as dict, Starlette as MutableMapping
             self.app.mount(CACHE_PREFIX, cast(ASGIApp, self.cache_plane.app))
         install_observe(self.app, self.observe)
+        # /metrics asks for this token when set (`hal server --metrics-token-file`)
+        self.app.state.metrics_token = os.environ.get(METRICS_TOKEN_ENV, "").strip() or None
         self._uvicorn: uvicorn.Server | None = None  # while ``serve`` runs
         self.on_fenced = self._stop_serving
 
@@ -76,11 +86,14 @@ class HalServer(ControlPlane):
         stop: asyncio.Event | None = None,
         *,
         sock: socket.socket | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         """Serve HTTP until ``stop`` is set (or the process gets SIGINT/SIGTERM), on
-        ``sock`` when given (bound by ``listen_socket``), else on ``host``:``port``."""
+        ``sock`` when given (bound by ``listen_socket``), else on ``host``:``port``;
+        HTTPS with ``tls`` (with its ``client_ca``, agents must present a certificate
+        for their node: mutual TLS)."""
         sockets = [sock if sock is not None else listen_socket(host, port)]
-        self.url = own_url(host, port)
+        self.url = own_url(host, port, https=tls is not None)
         config = uvicorn.Config(
             self.app,
             host=host,
@@ -90,7 +103,9 @@ class HalServer(ControlPlane):
             access_log=False,
             timeout_graceful_shutdown=5,
             lifespan="on",
+            **_tls_options(tls),
         )
+        self.app.state.agent_mtls = tls is not None and tls.client_ca is not None
         loop = asyncio.get_running_loop()
 
         def release() -> None:  # from uvicorn's signal handler
@@ -120,12 +135,41 @@ class HalServer(ControlPlane):
         await serving
 
 
-def own_url(host: str, port: int) -> str:
+def own_url(host: str, port: int, *, https: bool = False) -> str:
     """The URL agents reach this server at: ``host``, or this machine's name where
     the server listens on every address."""
     if host in ("", "0.0.0.0", "::"):
         host = socket.getfqdn()
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = "https" if https else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def _tls_options(tls: ServerTls | None) -> dict[str, Any]:
+    """uvicorn's TLS settings for ``tls``; with a client CA, a protocol that hands the
+    names a client's certificate proves to the app (``hal.api.deps``)."""
+    if tls is None:
+        return {}
+    options: dict[str, Any] = {"ssl_certfile": tls.cert, "ssl_keyfile": tls.key}
+    if tls.client_ca:
+        options |= {
+            "ssl_ca_certs": tls.client_ca,
+            "ssl_cert_reqs": ssl.CERT_OPTIONAL,  # users have tokens, not certificates
+            "http": _CertifiedProtocol,
+        }
+    return options
+
+
+class _CertifiedProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol, adding to each request's scope the names the
+    client's verified certificate proves: ``extensions["tls"]["client_names"]``."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._client_names = sorted(peer_names(transport.get_extra_info("peercert")))
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope["extensions"] = {"tls": {"client_names": self._client_names}}
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

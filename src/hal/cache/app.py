@@ -27,12 +27,13 @@ from urllib.parse import parse_qs, unquote
 
 from hal import __version__
 from hal.cache import wire
+from hal.cache.auth import token_refusal
 from hal.cache.committer import GroupCommitter
 from hal.cache.directory import CacheDirectory, DirectorySettings
 from hal.cache.errors import AlreadyExists, CacheBadRequest, CacheNotFound
 from hal.cache.store import SqlCacheStore
 from hal.core.clock import Clock
-from hal.core.errors import HalError
+from hal.core.errors import HalError, Unauthenticated
 
 log = logging.getLogger("hal.cache.app")
 MAX_BODY = 64 * 1024 * 1024
@@ -52,8 +53,14 @@ class CacheControlPlane:
     """Directory + durable store + the ASGI app serving them."""
 
     def __init__(
-        self, db_url: str, settings: DirectorySettings | None = None, clock: Clock | None = None
+        self,
+        db_url: str,
+        settings: DirectorySettings | None = None,
+        clock: Clock | None = None,
+        *,
+        token: str | None = None,
     ) -> None:
+        self.token = token  # the data plane's token (``hal.cache.auth``); None: none asked
         self.directory = CacheDirectory(settings, clock)
         self.store = SqlCacheStore(db_url)
         self.committer = GroupCommitter(self.directory, self.store)
@@ -81,7 +88,10 @@ class CacheControlPlane:
         if scope["type"] != "http":
             return
         headers = list(JSON_HEADERS)
+        refused = token_refusal(self.token, _header(scope, b"authorization"))
         try:
+            if refused is not None:
+                raise Unauthenticated(refused)
             status, payload = await self._dispatch(scope, receive)
         except MethodNotAllowed as err:
             status, payload = 405, {"code": "method_not_allowed", "message": str(err)}
@@ -497,3 +507,10 @@ ROUTES: list[tuple[str, tuple[str, ...], Handler]] = [
 def create_app(db_url: str, settings: DirectorySettings | None = None) -> CacheControlPlane:
     """The app factory the CLI and the main server use (``.app`` is the ASGI callable)."""
     return CacheControlPlane(db_url, settings)
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value)
+    return None

@@ -14,6 +14,9 @@ from urllib.parse import quote
 
 import httpx
 
+from hal.cache.auth import auth_headers
+from hal.host.tls import verify_for
+
 # An inventory goes in parts of at most this many keys (``--inventory-chunk-keys``) and
 # this many bytes: one request holding every key of a big node (~700,000 keys) passed the
 # control plane's 64 MiB body limit and was refused, so such a node never synced.
@@ -47,6 +50,8 @@ class ControlPlaneClient:
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s, connect=min(0.5, timeout_s)),
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
+            verify=verify_for(self.base),  # HAL_CA_FILE for an https control plane
+            headers=auth_headers(),
         )
 
     async def close(self) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from hal.cache.app import CacheControlPlane
 from hal.cache.directory import DirectorySettings
+from hal.host.tls import ServerTls
 
 log = logging.getLogger("hal.cache.server")
 
@@ -27,9 +29,19 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def serve(listen: str, db_url: str | None, settings: DirectorySettings) -> None:
+async def serve(
+    listen: str,
+    db_url: str | None,
+    settings: DirectorySettings,
+    *,
+    token: str | None = None,
+    tls: ServerTls | None = None,
+) -> None:
     host, port = split_listen(listen)
-    plane = CacheControlPlane(db_url or default_db_url(), settings)
+    plane = CacheControlPlane(db_url or default_db_url(), settings, token=token)
+    ssl_options: dict[str, Any] = (
+        {} if tls is None else {"ssl_certfile": tls.cert, "ssl_keyfile": tls.key}
+    )
     config = uvicorn.Config(
         plane.app,
         host=host,
@@ -41,17 +53,25 @@ async def serve(listen: str, db_url: str | None, settings: DirectorySettings) ->
         interface="asgi3",
         # many nodes keep connections open; a short keep-alive would make them reconnect
         timeout_keep_alive=30,
+        **ssl_options,
     )
     log.info("cache control plane listening", extra={"host": host, "port": port})
     await uvicorn.Server(config).serve()
 
 
-def run(listen: str, db_url: str | None, settings: DirectorySettings) -> int:
+def run(
+    listen: str,
+    db_url: str | None,
+    settings: DirectorySettings,
+    *,
+    token: str | None = None,
+    tls: ServerTls | None = None,
+) -> int:
     try:
         import uvloop
 
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
         pass
-    asyncio.run(serve(listen, db_url, settings))
+    asyncio.run(serve(listen, db_url, settings, token=token, tls=tls))
     return 0

@@ -50,6 +50,9 @@ def add_commands(sub: Any) -> None:
     cp.add_argument("--edge-bandwidth-mbps", type=float, default=10_000.0)
     cp.add_argument("--edge-cost", type=float, default=1.0)
     cp.add_argument("--log-level", default="WARNING")
+    cp.add_argument("--token-file", default=None, help=TOKEN_HELP)
+    cp.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with it")
+    cp.add_argument("--tls-key", default=None, metavar="FILE", help="the certificate's key")
     cp.set_defaults(func=cmd_control_plane)
 
     nd = csub.add_parser("node", help="run a Redis-protocol cache node")
@@ -118,7 +121,43 @@ def add_commands(sub: Any) -> None:
     nd.add_argument("--link-bandwidth-mbps", type=float, default=None)
     nd.add_argument("--link-cost", type=float, default=None)
     nd.add_argument("--log-level", default="WARNING")
+    nd.add_argument("--token-file", default=None, help=TOKEN_HELP)
+    nd.add_argument(
+        "--ca-file",
+        default=None,
+        metavar="FILE",
+        help="trust this CA for an https control plane (default HAL_CA_FILE)",
+    )
+    add_metrics_security(nd)
     nd.set_defaults(func=cmd_node)
+
+
+TOKEN_HELP = (
+    "a file holding the data plane's token, the same on the control plane, its nodes and "
+    "the HAL server (default HAL_CACHE_TOKEN; none: no token asked)"
+)
+
+
+def add_metrics_security(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-tls-cert",
+        default=None,
+        metavar="FILE",
+        help="serve /metrics over HTTPS with this certificate (default HAL_METRICS_TLS_CERT)",
+    )
+    p.add_argument(
+        "--metrics-tls-key",
+        default=None,
+        metavar="FILE",
+        help="its key (default HAL_METRICS_TLS_KEY)",
+    )
+    p.add_argument(
+        "--metrics-token-file",
+        default=None,
+        metavar="FILE",
+        help="/metrics asks for the bearer token in this file (default HAL_METRICS_TOKEN; "
+        "none: open)",
+    )
 
 
 def add_bench_command(bsub: Any) -> None:
@@ -148,7 +187,27 @@ def cmd_control_plane(ns: argparse.Namespace) -> int:
         peer_sourcing=ns.peer_sourcing,
         default_link=LinkMetrics(ns.edge_latency_ms, ns.edge_bandwidth_mbps, ns.edge_cost),
     )
-    return run(ns.listen, ns.db, settings)
+    from hal.cache.auth import cache_token
+    from hal.cli.local import server_tls
+
+    return run(ns.listen, ns.db, settings, token=cache_token(ns.token_file), tls=server_tls(ns))
+
+
+def _node_security(ns: argparse.Namespace) -> None:
+    """The node's token, CA and metrics TLS, as the environment its clients and its
+    metrics listener read (``hal.cache.auth``, ``hal.host.tls``, ``hal.observe.listener``)."""
+    import os
+
+    from hal.cache.auth import TOKEN_ENV, cache_token
+    from hal.host.tls import CA_ENV
+    from hal.observe.listener import metrics_security
+
+    token = cache_token(ns.token_file)
+    if token:
+        os.environ[TOKEN_ENV] = token
+    if ns.ca_file:
+        os.environ[CA_ENV] = ns.ca_file
+    metrics_security(ns.metrics_tls_cert, ns.metrics_tls_key, ns.metrics_token_file)
 
 
 def cmd_node(ns: argparse.Namespace) -> int:
@@ -158,6 +217,7 @@ def cmd_node(ns: argparse.Namespace) -> int:
     from hal.cache.values import POLICIES
 
     _logging(ns.log_level)
+    _node_security(ns)
     policy = ns.maxmemory_policy.lower()
     if policy not in POLICIES:
         print(

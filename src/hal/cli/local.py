@@ -34,6 +34,7 @@ from hal.core.errors import InvalidRequest
 if TYPE_CHECKING:
     from hal.api.server import HalServer
     from hal.config.model import HalConfig
+    from hal.host.tls import ServerTls
     from hal.state.store import SqlStateStore
 
 
@@ -304,7 +305,20 @@ def cmd_server(ns: argparse.Namespace) -> int:
     db_url = ns.db or sqlite_url(_state_dir(data_dir))
     port = ns.port or DEFAULT_PORT
     config, source = _config(ns.config, data_dir)
+    tls = server_tls(ns)
+    from hal.observe.listener import metrics_security
+
+    metrics_security(None, None, ns.metrics_token_file)
     url = _url(ns.host, port)
+    if tls is not None:
+        url = "https" + url[4:]
+    elif not ns.insecure_http and not _loopback(ns.host):
+        print(
+            f"hal server: warning: plain HTTP on {ns.host}: tokens and job data cross the "
+            "network unencrypted; serve TLS (--tls-cert/--tls-key, `hal certs init`), or "
+            "pass --insecure-http on a network you trust",
+            file=sys.stderr,
+        )
     server = _server(config, source, db_url, data_dir, ns)
     with (
         _claimed(server, db_url),  # another server on this database: refused first
@@ -314,12 +328,43 @@ def cmd_server(ns: argparse.Namespace) -> int:
         if token:
             print(f"created administrator {ns.init_admin}; token (shown once): {token}")
         print(f"HAL control plane on {url} (database {_redact(db_url)})", flush=True)
-        run_loop(server.serve(ns.host, port, sock=sock))
+        run_loop(server.serve(ns.host, port, sock=sock, tls=tls))
     if server.fenced:
         from hal.core.errors import Conflict
 
         raise Conflict(server.fenced)
     return 0
+
+
+def server_tls(ns: argparse.Namespace) -> ServerTls | None:
+    """``--tls-cert``/``--tls-key`` (and ``--client-ca``), checked now: a pair the server
+    cannot use is one clear line before it starts."""
+    from hal.host.tls import ServerTls, TlsSetupError, check_pair, server_context
+
+    client_ca = getattr(ns, "client_ca", None)
+    if not ns.tls_cert and not ns.tls_key:
+        if client_ca:
+            raise InvalidRequest(
+                "--client-ca needs TLS: give --tls-cert and --tls-key too", field="client_ca"
+            )
+        return None
+    if not (ns.tls_cert and ns.tls_key):
+        raise InvalidRequest(
+            "TLS needs both --tls-cert and --tls-key (`hal certs issue HOST` writes "
+            "HOST.pem and HOST.key)",
+            field="tls_cert",
+        )
+    try:
+        check_pair(ns.tls_cert, ns.tls_key)
+        if client_ca:
+            server_context(ns.tls_cert, ns.tls_key, client_ca)
+    except TlsSetupError as err:
+        raise InvalidRequest(str(err), field="tls_cert") from None
+    return ServerTls(ns.tls_cert, ns.tls_key, client_ca)
+
+
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _prepare_database(db_url: str, init_admin: str | None) -> str | None:
@@ -383,6 +428,25 @@ def _redact(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def _agent_security(ns: argparse.Namespace) -> None:
+    """``--ca-file``, ``--tls-cert``/``--tls-key`` and the metrics listener's options, as
+    the environment the agent's channel and listener read (``hal.host.tls``), checked
+    now: a file the agent cannot use stops it here, not at its first request."""
+    from hal.host.tls import CA_ENV, CERT_ENV, KEY_ENV, TlsSetupError, client_context
+    from hal.observe.listener import metrics_security
+
+    if bool(ns.tls_cert) != bool(ns.tls_key):
+        raise InvalidRequest("give both --tls-cert and --tls-key", field="tls_cert")
+    for name, value in ((CA_ENV, ns.ca_file), (CERT_ENV, ns.tls_cert), (KEY_ENV, ns.tls_key)):
+        if value:
+            os.environ[name] = value
+    try:
+        client_context()
+    except TlsSetupError as err:
+        raise InvalidRequest(str(err), field="ca_file") from None
+    metrics_security(ns.metrics_tls_cert, ns.metrics_tls_key, ns.metrics_token_file)
+
+
 def cmd_agent(ns: argparse.Namespace) -> int:
     from hal.agent.channel import CredentialRefused
     from hal.agent.config import AgentConfig
@@ -401,6 +465,7 @@ def cmd_agent(ns: argparse.Namespace) -> int:
             "(`ps`); use --token-file or HAL_TOKEN",
             file=sys.stderr,
         )
+    _agent_security(ns)
     cfg = load_client_config(ns.server, ns.token)
     token = cfg.token
     if ns.token_file:

@@ -60,7 +60,14 @@ def add_logging_options(parser: argparse.ArgumentParser, *, console: bool = Fals
 def _client() -> httpx.Client:
     cfg = load_client_config()
     headers = {"Authorization": f"Bearer {cfg.token}"} if cfg.token else {}
-    return httpx.Client(base_url=cfg.url, headers=headers, timeout=httpx.Timeout(30, read=None))
+    from hal.host.tls import verify_for
+
+    return httpx.Client(
+        base_url=cfg.url,
+        headers=headers,
+        timeout=httpx.Timeout(30, read=None),
+        verify=verify_for(cfg.url),  # HAL_CA_FILE
+    )
 
 
 def _raise_for(response: httpx.Response) -> None:

@@ -10,6 +10,7 @@ from hal.cli import (
     artifacts,
     bench,
     cache,
+    certs,
     cloud,
     data,
     explain,
@@ -63,6 +64,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     data.add_commands(sub)
     harmonic.add_commands(sub)
     feedback.add_commands(sub)
+    certs.add_commands(sub)
     return p
 
 
@@ -115,8 +117,39 @@ def _add_server(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="USER",
         help="create USER as administrator if absent and print its token",
     )
+    add_tls_options(srv)
+    srv.add_argument(
+        "--client-ca",
+        default=None,
+        metavar="FILE",
+        help="mutual TLS for agents: each must present a certificate signed by this CA "
+        "for its node's name (`hal certs issue NODE --client`), as well as its token",
+    )
+    srv.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="serve plain HTTP on an address other than loopback without a warning "
+        "(tokens then cross the network in the clear)",
+    )
+    srv.add_argument(
+        "--metrics-token-file",
+        default=None,
+        metavar="FILE",
+        help="/metrics asks for the bearer token in this file (default HAL_METRICS_TOKEN; "
+        "none: open)",
+    )
     srv.set_defaults(func=local.cmd_server)
     observe.add_logging_options(srv)
+
+
+def add_tls_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="FILE",
+        help="serve HTTPS with this PEM certificate (`hal certs issue HOST --dns HOST`)",
+    )
+    p.add_argument("--tls-key", default=None, metavar="FILE", help="the certificate's key")
 
 
 def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -133,6 +166,22 @@ def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         help="a file holding the agent token (`hal user add NAME --agent`)",
     )
+    ag.add_argument(
+        "--ca-file",
+        default=None,
+        metavar="FILE",
+        help="trust this CA's certificates for an https server (default HAL_CA_FILE; the "
+        "system's CAs are trusted too)",
+    )
+    ag.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="FILE",
+        help="the node's client certificate, for a server that asks agents for one (mutual "
+        "TLS: `hal certs issue NODE --client`; default HAL_TLS_CERT)",
+    )
+    ag.add_argument("--tls-key", default=None, metavar="FILE", help="its key (default HAL_TLS_KEY)")
+    cache.add_metrics_security(ag)
     ag.add_argument("--name", default=None, help="node name (default: short hostname)")
     ag.add_argument("--cpus", type=_at_least(1), default=None)
     ag.add_argument(

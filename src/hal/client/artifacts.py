@@ -107,7 +107,10 @@ def _http(client: HalClient) -> httpx.Client:
     headers = {"User-Agent": "hal-client"}
     if client.config.token:
         headers["Authorization"] = f"Bearer {client.config.token}"
-    return httpx.Client(base_url=client.config.url, headers=headers, timeout=TIMEOUT)
+    from hal.host.tls import verify_for
+
+    url = client.config.url
+    return httpx.Client(base_url=url, headers=headers, timeout=TIMEOUT, verify=verify_for(url))
 
 
 def _away(client: HalClient, err: httpx.HTTPError) -> Unavailable:

@@ -11,6 +11,7 @@ from hal.client.records import records
 from hal.client.transport import (
     Response,
     StreamRefused,
+    TlsRefused,
     Transport,
     TransportError,
     percent_encoded,
@@ -134,6 +135,10 @@ class HalClient:
                 response = self._http.request(
                     method, path, params=params, body=body, headers=headers, timeout=timeout
                 )
+            except TlsRefused as err:
+                raise Unavailable(
+                    f"cannot talk to the HAL server at {self.config.url}: {err}"
+                ) from err
             except TransportError as err:
                 if key and err.sent and not doubt:
                     doubt = True
@@ -153,8 +158,11 @@ class HalClient:
                         f"request ({method} {path}), so it may have carried it out: check its "
                         "effect (`hal queue`, `hal show JOB`) before sending it again"
                     ) from err
+                tls = ""
+                if self.config.url.startswith("http:") and "closed by the server" in str(err):
+                    tls = " (a server that serves TLS closes plain HTTP: use https://)"
                 raise Unavailable(
-                    f"cannot reach the HAL server at {self.config.url} ({err}); "
+                    f"cannot reach the HAL server at {self.config.url} ({err}){tls}; "
                     "is it running? Start it (`hal up` for a local cluster, `hal server` "
                     "otherwise), or set HAL_URL to where it runs"
                 ) from err

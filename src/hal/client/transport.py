@@ -81,6 +81,11 @@ class TransportError(Exception):
         self.sent = sent
 
 
+class TlsRefused(TransportError):
+    """The TLS handshake failed (a certificate this client does not trust, one for
+    another name, an expired one); the message says what to do."""
+
+
 class Response:
     __slots__ = ("body", "headers", "reason", "status")
 
@@ -110,6 +115,7 @@ class Transport:
         self.timeout = timeout
         self._sock: Any = None
         self._buf = b""
+        self._context: Any = None  # the TLS context, for https
 
     def close(self) -> None:
         if self._sock is not None:
@@ -125,14 +131,36 @@ class Transport:
         host = self.host.encode() if self.host.isascii() else self.host
         if self.https:
             import socket
-            import ssl
 
             raw = socket.create_connection((host, self.port), timeout=timeout)  # type: ignore[arg-type]
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return ssl.create_default_context().wrap_socket(raw, server_hostname=self.host)
+            try:
+                return self._tls().wrap_socket(raw, server_hostname=self.host)
+            except OSError as err:
+                raw.close()
+                raise self._refused(err) from err
         sock = _connect(host, self.port, timeout)
         sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
         return sock
+
+    def _tls(self) -> Any:
+        """The TLS context (``hal.host.tls.client_context``: the system's CAs and
+        HAL_CA_FILE), made once per transport."""
+        if self._context is None:
+            from hal.host.tls import TlsSetupError, client_context
+
+            try:
+                self._context = client_context()
+            except TlsSetupError as err:
+                raise TlsRefused(str(err)) from None
+        return self._context
+
+    def _refused(self, err: OSError) -> OSError | TransportError:
+        """A failed handshake as what it means (``TlsRefused``); any other error as is."""
+        from hal.host.tls import explain
+
+        why = explain(err, self.host)
+        return err if why is None else TlsRefused(why)
 
     def request(
         self,
@@ -178,6 +206,9 @@ class Transport:
                 if self._sock is not None:
                     self._sock.settimeout(self.timeout)
                 return response
+            except TlsRefused:
+                self.close()
+                raise  # no second try mends a certificate
             except (OSError, TransportError) as err:
                 self.close()
                 stale = attempt == 0 and not fresh and not isinstance(err, TimeoutError)
@@ -244,8 +275,11 @@ class Transport:
         """GET ``path`` and yield response lines as they arrive (server-sent events)."""
         import http.client
 
-        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-        conn = cls(self.host, self.port, timeout=None)
+        conn: http.client.HTTPConnection
+        if self.https:
+            conn = http.client.HTTPSConnection(self.host, self.port, context=self._tls())
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=None)
         try:
             url = self.prefix + path + "?" + _query(params)
             conn.request("GET", url, headers={**self.headers, "Accept": "text/event-stream"})
@@ -259,7 +293,12 @@ class Transport:
                 if not line:
                     return
                 yield line.decode("utf-8", "replace").rstrip("\r\n")
-        except (OSError, http.client.HTTPException) as err:
+        except OSError as err:
+            refused = self._refused(err)
+            if isinstance(refused, TlsRefused):
+                raise refused from err
+            raise TransportError(str(err) or err.__class__.__name__) from err
+        except http.client.HTTPException as err:
             raise TransportError(str(err) or err.__class__.__name__) from err
         finally:
             conn.close()

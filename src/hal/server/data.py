@@ -51,12 +51,14 @@ import httpx
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from hal.cache.auth import auth_headers
 from hal.config.model import DataConfig
 from hal.core.data import CacheTree, DataView, Transfer
 from hal.core.errors import InvalidRequest, NotFound, Unavailable
 from hal.core.job import Job
 from hal.core.states import JobState
 from hal.core.tasks import cancel_tasks
+from hal.host.tls import verify_for
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 from hal.scheduler.service import PassRunner
@@ -175,7 +177,11 @@ class DataService:
         self._loop = asyncio.get_running_loop()
         self.started_at = self.clock.now()
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, timeout=HTTP_TIMEOUT_S, transport=self._transport
+            base_url=self.base_url,
+            timeout=HTTP_TIMEOUT_S,
+            transport=self._transport,
+            headers=auth_headers(),  # HAL_CACHE_TOKEN
+            verify=verify_for(self.base_url),  # HAL_CA_FILE
         )
         self._on_jobs([j for j in self.cluster.jobs.values() if j.state is JobState.PENDING])
         self._tasks = [asyncio.create_task(self._refresh_loop(), name="hal-data-refresh")]

@@ -72,12 +72,14 @@ FINISH_REASONS = {
 @dataclass(frozen=True, slots=True)
 class Caller:
     """Who is asking: the authenticated user, or a node agent (``agent``: its token is
-    accepted by /v1/agent only, for ``agent_nodes``, None for any node)."""
+    accepted by /v1/agent only, for ``agent_nodes``, None for any node). ``cert_nodes``:
+    where agents must present a certificate (mutual TLS), the names the agent's proves."""
 
     name: str
     admin: bool = False
     agent: bool = False
     agent_nodes: frozenset[str] | None = None
+    cert_nodes: frozenset[str] | None = None
 
     def may_modify(self, job: Job) -> bool:
         return self.admin or job.spec.user == self.name

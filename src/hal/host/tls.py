@@ -1,0 +1,165 @@
+"""TLS for HAL's HTTP: the contexts its servers and clients use, and what a refused
+certificate means to the person who has to fix it.
+
+Clients (the CLI, agents, cache nodes) trust the system's CA store and, with
+``--ca-file`` or ``HAL_CA_FILE``, the site's CA (``hal certs init`` makes one). An agent
+may also present its own certificate (mutual TLS): ``HAL_TLS_CERT`` / ``HAL_TLS_KEY``.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+CA_ENV = "HAL_CA_FILE"
+CERT_ENV = "HAL_TLS_CERT"
+KEY_ENV = "HAL_TLS_KEY"
+
+CA_HINT = (
+    "pass --ca-file or set HAL_CA_FILE to the site CA's certificate (`hal certs init` made ca.pem)"
+)
+
+
+class TlsSetupError(ValueError):
+    """A certificate, key or CA file that cannot be used; the message says which."""
+
+
+def ca_file(explicit: str | None = None) -> str | None:
+    return explicit or os.environ.get(CA_ENV, "").strip() or None
+
+
+def client_context(
+    ca: str | None = None, cert: str | None = None, key: str | None = None
+) -> ssl.SSLContext:
+    """Verify servers against the system store plus ``ca`` (default ``HAL_CA_FILE``);
+    present ``cert``/``key`` (default ``HAL_TLS_CERT``/``HAL_TLS_KEY``) when given."""
+    ctx = ssl.create_default_context()
+    path = ca_file(ca)
+    if path:
+        try:
+            ctx.load_verify_locations(cafile=path)
+        except (OSError, ssl.SSLError) as err:
+            raise TlsSetupError(
+                f"cannot use {path} as the CA to trust ({_reason(err)}); give the PEM "
+                "certificate of the CA that signed the server's (`hal certs init` made ca.pem)"
+            ) from None
+    cert = cert or os.environ.get(CERT_ENV, "").strip() or None
+    key = key or os.environ.get(KEY_ENV, "").strip() or None
+    if cert:
+        load_pair(ctx, cert, key)
+    return ctx
+
+
+def server_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
+    """A server's context: ``cert``/``key``; with ``client_ca`` it asks clients for a
+    certificate signed by that CA (those without one still connect: tokens decide)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    load_pair(ctx, cert, key)
+    if client_ca:
+        try:
+            ctx.load_verify_locations(cafile=client_ca)
+        except (OSError, ssl.SSLError) as err:
+            raise TlsSetupError(
+                f"cannot use {client_ca} as the CA of client certificates ({_reason(err)})"
+            ) from None
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    return ctx
+
+
+def load_pair(ctx: ssl.SSLContext, cert: str, key: str | None) -> None:
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as err:
+        raise TlsSetupError(
+            f"cannot use the certificate {cert} with the key {key or cert} ({_reason(err)}); "
+            "give PEM files of one pair (`hal certs issue NAME` writes NAME.pem and NAME.key)"
+        ) from None
+
+
+def check_pair(cert: str, key: str) -> None:
+    """Raise ``TlsSetupError`` now for a pair a server could not use."""
+    load_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), cert, key)
+
+
+def explain(err: BaseException, host: str) -> str | None:
+    """What a failed TLS handshake with ``host`` means and what to do; None when ``err``
+    is no TLS failure."""
+    found: BaseException | None = err
+    while found is not None and not isinstance(found, ssl.SSLError):
+        found = found.__cause__ or found.__context__
+    if found is None:
+        return None
+    if isinstance(found, ssl.SSLCertVerificationError):
+        code = found.verify_code
+        if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
+            return (
+                f"the certificate of {host} has expired; issue it a new one (`hal certs issue`) "
+                "and restart the server with it"
+            )
+        if code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
+            return f"the certificate of {host} is not valid yet; check the clocks of both machines"
+        if code == 62 or "hostname" in (found.verify_message or ""):
+            return (
+                f"the certificate of the server is not for {host!r} ({found.verify_message}); "
+                "reach it by a name its certificate holds, or issue one that holds this "
+                "name (`hal certs issue NAME --dns HOST --ip ADDR`)"
+            )
+        return (
+            f"the certificate of {host} is not signed by a CA this client trusts "
+            f"({found.verify_message}): {CA_HINT}"
+        )
+    reason = found.reason or str(found)
+    if reason == "WRONG_VERSION_NUMBER":
+        return f"{host} does not speak TLS there: use http:// for it, or start it with TLS"
+    if "CERTIFICATE_REQUIRED" in reason or "BAD_CERTIFICATE" in reason:
+        return (
+            f"{host} asks for this client's certificate: set HAL_TLS_CERT and HAL_TLS_KEY "
+            f"(`hal certs issue NODE --client`) ({reason})"
+        )
+    return f"TLS with {host} failed ({reason})"
+
+
+def peer_names(peercert: Mapping[str, Any] | None) -> set[str]:
+    """The names a verified peer certificate (``SSLSocket.getpeercert()``) proves: its
+    common name and DNS names."""
+    if not peercert:
+        return set()
+    names: set[str] = set()
+    for rdn in peercert.get("subject", ()):
+        for attr, value in rdn:
+            if attr == "commonName":
+                names.add(value)
+    for kind, value in peercert.get("subjectAltName", ()):
+        if kind == "DNS":
+            names.add(value)
+    return names
+
+
+def _reason(err: OSError | ssl.SSLError) -> str:
+    if isinstance(err, ssl.SSLError):
+        return err.reason or str(err)
+    return err.strerror or str(err)
+
+
+class ServerTls:
+    """What a server serves TLS with: its certificate and key, and for mutual TLS the
+    CA that signs its clients' certificates."""
+
+    __slots__ = ("cert", "client_ca", "key")
+
+    def __init__(self, cert: str, key: str, client_ca: str | None = None) -> None:
+        self.cert = cert
+        self.key = key
+        self.client_ca = client_ca
+
+    def context(self) -> ssl.SSLContext:
+        return server_context(self.cert, self.key, self.client_ca)
+
+
+def verify_for(url: str) -> ssl.SSLContext | bool:
+    """httpx's ``verify`` for ``url``: ``client_context()`` for https (the system's CAs,
+    HAL_CA_FILE, and HAL_TLS_CERT/HAL_TLS_KEY), True (unused) for plain HTTP."""
+    return client_context() if url.startswith("https:") else True
