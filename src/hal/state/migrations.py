@@ -306,7 +306,7 @@ def _v27_artifacts(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
-def _v36_artifact_aliases(conn: Connection) -> None:
+def _v34_artifact_aliases(conn: Connection) -> None:
     # artifact_aliases: NAME@stable and its canary (hal.state.rollout)
     schema.artifact_aliases.create(conn, checkfirst=True)
 
@@ -385,7 +385,7 @@ STEPS: tuple[Step, ...] = (
     _v31_job_feedback,
     _v32_run_interruptions,
     _v33_run_costs,
-    _v36_artifact_aliases,
+    _v34_artifact_aliases,
 )
 
 
