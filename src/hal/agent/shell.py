@@ -24,6 +24,8 @@ These tasks run under one task group until ``stop`` is set:
   SIGKILL after the grace) and feeds it a ``Tick``.
 - with ``metrics_listen`` set, an asyncio listener answers ``GET /metrics`` on the same
   loop (``hal.agent.metrics``).
+- ``Scraper.run``: the Prometheus endpoints of the jobs submitted with
+  ``--feedback-metrics``, read and reported as their feedback (``hal.agent.scrape``).
 - ``_output_loop`` (when the channel is an ``OutputChannel``): the job-output relay's
   long poll (ADR 0007). The server asks for byte ranges of job output files; the reads
   run in a worker thread and their answers ride on the next poll.
@@ -89,6 +91,7 @@ from hal.agent.metrics import (
 )
 from hal.agent.procfs import node_load
 from hal.agent.pyenvs import PythonEnvs
+from hal.agent.scrape import Scraper
 from hal.agent.state import AgentState, feed
 from hal.agent.stepevents import (
     StepInputArrived,
@@ -176,6 +179,8 @@ class AgentShell:
         # running jobs' TCP traffic, every traffic_interval_seconds (a long poll's)
         self.traffic = TrafficSampler(config.traffic_interval_seconds)
         self.usage.net_rates = self.traffic.job_rates  # (the jobs' profiles)
+        # --feedback-metrics: the jobs' own Prometheus endpoints, read as their feedback
+        self.scraper = Scraper(config.server_url, self._live_jobs)
         self._registered = False
         # the provider's latest notice of each kind not yet sent in an answered sync
         self._notices: dict[str, InterruptionNotice] = {}
@@ -290,6 +295,7 @@ class AgentShell:
                     tasks.create_task(self._timer_loop()),
                     tasks.create_task(self.batch.run()),
                     tasks.create_task(self.steps.run()),
+                    tasks.create_task(self.scraper.run(stop)),
                 ]
                 if isinstance(self.channel, OutputChannel):
                     loops.append(tasks.create_task(self._output_loop(self.channel)))
@@ -588,6 +594,7 @@ class AgentShell:
         for instruction in self._instructions.fresh(reply):
             if isinstance(instruction, Launch):
                 self._feed(LaunchRequested(instruction, now))
+                self.scraper.launched(instruction)
             elif isinstance(instruction, Cancel):
                 self._feed(CancelRequested(instruction, now))
             elif isinstance(instruction, Limit):

@@ -13,7 +13,7 @@ from hal.core.cloud_costs import RATE, rate_of, run_cost
 from hal.core.container import Container, parse_container
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
-from hal.core.feedback import format_goals, parse_goals
+from hal.core.feedback import format_goals, parse_goals, parse_scrape
 from hal.core.job import ArraySpec, Dependency, Job, JobSpec, SignalSpec, TopologyConstraint
 from hal.core.job_rules import JobRule, check_consistent, parse_rules
 from hal.core.node import Node, Partition
@@ -104,6 +104,7 @@ def to_spec(
         timing = _timing(req, max_array_size, element)
         placement = _placement(req)
         feedback_goals = parse_goals(req.feedback_goal)  # (hal.core.feedback)
+        scrape = str(parse_scrape(req.feedback_metrics)) if req.feedback_metrics else ""
         inputs = _inputs(req, datasets or {})
         accounting = _accounting(req, user, mail_domain)
     except InvalidRequest as err:
@@ -117,6 +118,7 @@ def to_spec(
         **placement,
         **accounting,
         feedback_goals=feedback_goals,
+        feedback_metrics=scrape,
         latency_sensitive=req.latency_sensitive,
     )
 
@@ -520,6 +522,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         near=[str(r) for r in spec.near],
         apart=[str(r) for r in spec.apart],
         feedback_goal=format_goals(spec.feedback_goals),
+        feedback_metrics=spec.feedback_metrics,
         reservation=spec.reservation,
         licenses=format_licenses(spec.licenses),
         time_min_seconds=spec.time_min_s,

@@ -93,7 +93,7 @@ def job_lines(job: JobInfo, now: float) -> list[str]:
         _usage(job),
         _profile(job),
         [("Near", ",".join(job.near)), ("Apart", ",".join(job.apart))],
-        [("FeedbackGoal", job.feedback_goal)],
+        [("FeedbackGoal", job.feedback_goal), ("FeedbackMetrics", job.feedback_metrics)],
         [("Data", ",".join(job.data)), ("Artifacts", ",".join(job.artifacts))],
         [("ArtifactAliases", ",".join(job.artifact_aliases))],
         [("ArtifactDigests", ",".join(job.artifact_digests))],

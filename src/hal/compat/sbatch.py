@@ -97,6 +97,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("near", ("near",)),
     Opt("apart", ("apart",)),
     Opt("feedback_goal", ("feedback-goal",)),
+    Opt("feedback_metrics", ("feedback-metrics",)),
     Opt("latency_sensitive", ("latency-sensitive",), arg=N),
     Opt("data", ("data",)),
     Opt("artifact", ("artifact",)),
@@ -937,6 +938,11 @@ def _scheduling(
 
         parse_goals([goals])
         fields["feedback_goal"] = [goals.strip()]
+    scrape = text("feedback_metrics")
+    if scrape is not None:
+        from hal.core.feedback import parse_scrape
+
+        fields["feedback_metrics"] = str(parse_scrape(scrape))
     licenses = text("licenses")
     if licenses is not None:
         parse_licenses(licenses)
@@ -1121,6 +1127,8 @@ Options HAL accepts (anything else is refused with an error):
       --apart=rule[,rule...] away from them, the same rules (HAL)
       --feedback-goal=name:max|min[,...]  which way the job's reported metrics
                              are better (hal feedback; HAL)
+      --feedback-metrics=URL[#name,...]  the job's own Prometheus endpoint on
+                             its node, scraped as its feedback (HAL)
       --latency-sensitive    keep noisy neighbours away from the job first (HAL)
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --burst-after=time|never  cloud nodes are made for it only when it would start

@@ -141,3 +141,102 @@ def check_token(key: bytes, job_id: int, attempt: int, authorization: str | None
             f"this token is not job {job_id}'s: a job reports only for itself, "
             f"with the {ENV_TOKEN} of its current run"
         )
+
+
+# -- --feedback-metrics: the agent scrapes the job's own Prometheus endpoint -----------
+SCRAPE_PREFIX = "hal_feedback_"  # without a list of names: these gauges, the prefix dropped
+_LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeTarget:
+    """``--feedback-metrics=URL[#name,...]``: where the job serves its metrics (on its
+    own node), and the series to report; none named: every gauge ``hal_feedback_NAME``
+    as ``NAME``."""
+
+    url: str
+    names: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.url + ("#" + ",".join(self.names) if self.names else "")
+
+
+def parse_scrape(text: str) -> ScrapeTarget:
+    """Check ``--feedback-metrics``: an http(s) URL on a loopback address (the agent
+    reads it on the job's node; nothing else may be reached in the job's name), and an
+    optional ``#name,name`` of at most ``MAX_METRICS`` metric names."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    def bad(why: str) -> InvalidRequest:
+        return InvalidRequest(
+            f"--feedback-metrics: {text[:200]!r} {why} (e.g. "
+            "http://localhost:9100/metrics or http://127.0.0.1:8000/metrics#samples_per_s)",
+            field="feedback_metrics",
+        )
+
+    raw, _, fragment = text.strip().partition("#")
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+    except ValueError as err:
+        raise bad(f"is not a URL ({err})") from err
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise bad("is not an http:// or https:// URL with a host")
+    if parts.username or parts.password:
+        raise bad("carries a user or password; serve the metrics without one")
+    host = parts.hostname.lower()
+    if host not in _LOOPBACK_NAMES:
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise bad(
+                "is not on the job's own node: the agent scrapes loopback addresses only "
+                "(localhost, 127.0.0.0/8, [::1]); have the job listen on one"
+            )
+    if port == 0:
+        raise bad("names port 0")
+    names = tuple(n.strip() for n in fragment.split(",") if n.strip())
+    for name in names:
+        check_name(name, "feedback_metrics")
+    if len(set(names)) != len(names):
+        raise bad("names a metric twice")
+    if len(names) > MAX_METRICS:
+        raise bad(f"names {len(names)} metrics; at most {MAX_METRICS}")
+    return ScrapeTarget(raw, names)
+
+
+def pick_scraped(text: str, names: Sequence[str]) -> dict[str, float]:
+    """The values to report from a Prometheus text page: each of ``names`` (a sample of
+    that name, the one without labels where there is one, else the first), or, with no
+    names, each gauge ``hal_feedback_NAME`` as ``NAME``; at most ``MAX_METRICS``, finite
+    values only. Raises ``ValueError`` on a page that is not Prometheus text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = set(names)
+    found: dict[str, float] = {}
+    labelled: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if names:
+                if sample.name not in wanted:
+                    continue
+                name = sample.name
+            elif family.type == "gauge" and sample.name.startswith(SCRAPE_PREFIX):
+                name = sample.name[len(SCRAPE_PREFIX) :]
+                if len(name) > MAX_NAME or not _NAME.fullmatch(name):
+                    continue
+            else:
+                continue
+            value = float(sample.value)
+            if not math.isfinite(value):
+                continue
+            if sample.labels:
+                labelled.setdefault(name, value)
+            else:
+                found.setdefault(name, value)
+    for name, value in labelled.items():
+        found.setdefault(name, value)
+    return dict(sorted(found.items())[:MAX_METRICS])

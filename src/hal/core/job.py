@@ -217,6 +217,9 @@ class JobSpec:
     # --feedback-goal: which way each reported metric is better, ((name, "max"|"min"), ...)
     # (``hal.core.feedback``, docs/feedback.md)
     feedback_goals: tuple[tuple[str, str], ...] = ()
+    # --feedback-metrics: the job's own Prometheus endpoint its agent scrapes for
+    # feedback, "URL[#name,...]" as ``hal.core.feedback.parse_scrape`` checked it; "": none
+    feedback_metrics: str = ""
     # --latency-sensitive (or a QoS marked so): kept from noisy neighbours first; the job
     # carries it as ``extra[LATENCY_SENSITIVE]`` (``hal.core.profiles``)
     latency_sensitive: bool = False

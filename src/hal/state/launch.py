@@ -190,6 +190,7 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
         artifacts=artifact_pins(spec),
         python_env=python_env_pin(spec),
         container=container_pin(spec.container),
+        feedback_metrics=spec.feedback_metrics,
     )
 
 

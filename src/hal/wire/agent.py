@@ -365,6 +365,9 @@ class Launch(WireModel):
     python_env: PythonEnvPin | None = None
     # --container: the image (or bundle) the batch script and the steps run in
     container: ContainerPin | None = None
+    # --feedback-metrics: "URL[#name,...]" the agent scrapes and reports as the job's
+    # feedback (hal.agent.scrape); "": none
+    feedback_metrics: str = ""
 
 
 class Signal(WireModel):

@@ -229,6 +229,7 @@ class JobInfo(WireModel):
     container: str | None = None  # --container, pinned: NAME@VERSION, or a bundle's path
     near: list[str] = Field(default_factory=list)  # --near rules, e.g. "job:12@node"
     feedback_goal: str = ""  # --feedback-goal, e.g. "samples_per_s:max,latency_ms:min"
+    feedback_metrics: str = ""  # --feedback-metrics, e.g. "http://localhost:9100/metrics"
     apart: list[str] = Field(default_factory=list)  # --apart rules, e.g. "preferred=name:db@leaf"
     reservation: str = ""  # --reservation
     licenses: str = ""  # -L, as "ansys:1,matlab:2"

@@ -116,6 +116,8 @@ class JobSubmit:
     feedback_goal: Annotated[list[Annotated[str, MaxLen(4096)]], MaxLen(32)] = field(
         default_factory=list
     )
+    # --feedback-metrics: "URL[#name,...]", the job's own Prometheus endpoint on its node
+    feedback_metrics: Annotated[str | None, MaxLen(2048)] = None
     data: list[str] = field(default_factory=list)  # --data: input cache keys
     # --artifact: "NAME[@VERSION]" (each may list several, comma-separated); pinned to
     # their content at submission (docs/user/artifacts.md)
