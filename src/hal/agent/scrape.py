@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 INTERVAL_S = 10.0  # between two reads of one job's endpoint
 FIRST_S = 1.0  # the first read after the launch (the job may still be starting)
-TIMEOUT_S = 2.0  # to connect and to read
+TIMEOUT_S = 2.0  # to connect, and to read the whole page
 MAX_BODY = 1 << 20  # bytes of a page read; a longer one is not parsed
+CHUNK = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -133,16 +134,21 @@ class Scraper:
 
 
 def read_page(url: str) -> str:
-    """The page at ``url``: at most ``MAX_BODY`` bytes, within ``TIMEOUT_S``; no proxy
+    """The page at ``url``: at most ``MAX_BODY`` bytes, read within ``TIMEOUT_S``; no proxy
     (the address is the node's own), no redirect elsewhere."""
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{url!r} is not an http(s) URL")
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
     request = urllib.request.Request(url, headers={"Accept": "text/plain"})  # noqa: S310 (http(s) only, checked above)
+    deadline = time.monotonic() + TIMEOUT_S
+    body = bytearray()
     with opener.open(request, timeout=TIMEOUT_S) as reply:
-        body: bytes = reply.read(MAX_BODY + 1)
-    if len(body) > MAX_BODY:
-        raise ValueError(f"the page is longer than {MAX_BODY} bytes")
+        while chunk := reply.read(min(CHUNK, MAX_BODY + 1 - len(body))):
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise ValueError(f"the page is longer than {MAX_BODY} bytes")
+            if time.monotonic() > deadline:  # a page trickled out slowly
+                raise TimeoutError(f"the page took more than {TIMEOUT_S:g} s")
     return body.decode()
 
 

@@ -116,3 +116,32 @@ def test_targets_follow_the_launches_and_the_live_jobs(base: str) -> None:
 
     asyncio.run(run_until_gone())
     assert scraper.reports == 0
+
+
+def test_an_endpoint_down_is_retried_and_reports_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    scraper = Scraper("http://127.0.0.1:1", lambda: {1}, interval_s=0.05)
+    scraper.launched(launch(1, f"http://127.0.0.1:{port}/metrics", {ENV_TOKEN: "t"}))
+    target = scraper.targets[1]
+    target.due = 0.0
+
+    async def three_reads() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(scraper.run(stop))
+        async with asyncio.timeout(5):
+            while target.due < time.monotonic() + 0.01 or not target.failing:
+                await asyncio.sleep(0.01)
+            first = target.due
+            while target.due < first + 0.1:  # two more reads, still down
+                await asyncio.sleep(0.01)
+        stop.set()
+        await task
+
+    with caplog.at_level("WARNING", logger="hal.agent.scrape"):
+        asyncio.run(three_reads())
+    assert "not read" in target.failing
+    assert scraper.targets == {1: target}  # kept: it may come up
+    assert scraper.reports == 0
+    assert len([r for r in caplog.records if "not read" in r.getMessage()]) == 1  # once
