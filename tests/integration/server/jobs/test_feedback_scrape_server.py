@@ -111,5 +111,5 @@ def test_an_address_off_the_node_is_refused(server: LiveServer, url: str) -> Non
     done = server.cli("sbatch", f"--feedback-metrics={url}", "--wrap", "true")
     assert done.returncode != 0
     assert "--feedback-metrics" in done.stderr
-    with server.client() as c, pytest.raises(InvalidRequest, match="loopback|http"):
+    with server.client() as c, pytest.raises(InvalidRequest, match=r"loopback|http"):
         c.submit(JobSubmit(script="#!/bin/sh\ntrue\n", feedback_metrics=url))
