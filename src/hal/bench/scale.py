@@ -208,11 +208,10 @@ def run_scale_bench(
             return proc
 
         try:
+            quiet = ["--log-level", "warning"]
+            where = ["--data-dir", str(work / "srv"), "--port", str(port)]
             server = spawn(
-                [
-                    *("server", "--db", db, "--data-dir", str(work / "srv"))
-                    + ("--port", str(port), "--config", str(config), "--log-level", "warning")
-                ],
+                ["server", "--db", db, *where, "--config", str(config), *quiet],
                 "server.log",
                 admin,
             )
@@ -224,14 +223,13 @@ def run_scale_bench(
             while first <= nodes:
                 count = min(per_process, nodes - first + 1)
                 spawn(
-                    [*emu, "--nodes", str(count), "--first", str(first), "--log-level", "warning"],
+                    [*emu, "--nodes", str(count), "--first", str(first), *quiet],
                     f"emulate-{first}.log",
                     agents,
                 )
                 first += count
             spawn(
-                [*emu, "--nodes", str(PROBE_NODES), "--prefix", "probe", "--runtime", "1"]
-                + ["--log-level", "warning"],  # noqa: RUF005
+                [*emu, "--nodes", str(PROBE_NODES), "--prefix", "probe", "--runtime", "1", *quiet],
                 "emulate-probe.log",
                 agents,
             )
