@@ -9,11 +9,12 @@ nodes in ``hal emulate`` processes of at most ``--nodes-per-process`` each (part
    ``heartbeat_cpu_ms``: per long poll, from the heartbeats due in the window);
 2. ``--jobs`` jobs of a mix (``MIX``: 1 to a whole node's CPUs, run times spread around
    ``--runtime``, 1 % failing, 1 % running past their limit) go in through the batch REST
-   endpoint (``submit_per_s``);
+   endpoint (``submit_per_s``) while partition ``bulk`` is down; then it is opened;
 3. for ``--measure`` seconds with the queue full: job starts per second (the server's
-   ``hal_jobs_started``), submit-to-start latency of probe jobs on the idle ``probe``
-   nodes (p50/p99), the REST list of every queued job and ``hal squeue`` (p50/p99), the
-   server's RSS (most seen) and its longest scheduling pass (``/v1/diag``'s max cycle);
+   ``hal_jobs_started``; the window ends early if the queue runs dry), submit-to-start
+   latency of probe jobs on the idle ``probe`` nodes (p50/p99), the REST list of every
+   queued job and ``hal squeue`` (p50/p99), the server's RSS (most seen) and its
+   longest scheduling pass (``/v1/diag``'s max cycle);
 4. ``hal sacct`` of every job, and the database's size.
 
 Everything runs on this machine: the emulators, the database and the bench's own client
@@ -113,6 +114,7 @@ def _config(path: Path, nodes: int, heartbeat: float) -> None:
         "[[partitions]]\n"
         'name = "bulk"\n'
         "default = true\n"
+        "up = false\n"  # the jobs queue first; the bench opens it (a full queue)
         f'nodes = "emu[1-{nodes}]"\n'
         "[[partitions]]\n"
         'name = "probe"\n'
@@ -258,12 +260,21 @@ def run_scale_bench(
             )
             http.post("/v1/diag/reset").raise_for_status()
             started0 = _counter(http.get("/metrics").text, "hal_jobs_started_total")
+            opened = subprocess.run(
+                [*hal, "scontrol", "update", "PartitionName=bulk", "State=UP"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if opened.returncode != 0:
+                raise RuntimeError(f"cannot open partition bulk: {opened.stderr}")
             t_window = time.monotonic()
             rss = server_ps.memory_info().rss
             lists: list[float] = []
             squeues: list[float] = []
             probes: list[float] = []
-            listed = 0
+            listed = pending = 0
             probe = JobSubmit(
                 script="#!/bin/sh\n#HAL_EMULATE runtime=1\n",
                 workdir="/tmp",
@@ -275,7 +286,9 @@ def run_scale_bench(
                 got = http.get("/v1/jobs")
                 got.raise_for_status()
                 lists.append(time.perf_counter() - t)
-                listed = max(listed, len(got.json()["jobs"]))
+                queued = got.json()["jobs"]
+                listed = max(listed, len(queued))
+                pending = sum(j["state"] == "PENDING" for j in queued)
                 t = time.perf_counter()
                 subprocess.run(
                     [*hal, "squeue"], env=env, capture_output=True, check=True, timeout=300
@@ -283,11 +296,12 @@ def run_scale_bench(
                 squeues.append(time.perf_counter() - t)
                 probes.append(_probe(client, probe))
                 rss = max(rss, server_ps.memory_info().rss)
+                if not pending:
+                    break  # the queue ran dry: what follows is no full queue's rate
                 slot = t_window + len(lists) * measure / samples  # the next sample's time
                 time.sleep(max(0.0, slot - time.monotonic()))
             window = time.monotonic() - t_window
             started = _counter(http.get("/metrics").text, "hal_jobs_started_total") - started0
-            pending = len(client.jobs(states=["PENDING"], validate=False))
             diag = http.get("/v1/diag").json()
             t = time.perf_counter()
             acct = subprocess.run(
