@@ -270,6 +270,7 @@ def run_scale_bench(
             if opened.returncode != 0:
                 raise RuntimeError(f"cannot open partition bulk: {opened.stderr}")
             t_window = time.monotonic()
+            cpu_window = sum(server_ps.cpu_times()[:2])
             rss = server_ps.memory_info().rss
             lists: list[float] = []
             squeues: list[float] = []
@@ -301,6 +302,7 @@ def run_scale_bench(
                 slot = t_window + len(lists) * measure / samples  # the next sample's time
                 time.sleep(max(0.0, slot - time.monotonic()))
             window = time.monotonic() - t_window
+            cpu_window = sum(server_ps.cpu_times()[:2]) - cpu_window
             started = _counter(http.get("/metrics").text, "hal_jobs_started_total") - started0
             diag = http.get("/v1/diag").json()
             t = time.perf_counter()
@@ -334,6 +336,7 @@ def run_scale_bench(
         "submit_per_s": round(jobs / submit_s, 1),
         "window_s": round(window, 1),
         "starts_per_s": round(started / window, 1),
+        "server_cpu_share": round(cpu_window / window, 3),  # of one core, in the window
         "pending_at_end": pending,
         "queue_full": pending > 0,
         "submit_to_start_p50_s": round(lat_p50, 3),
