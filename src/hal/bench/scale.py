@@ -303,6 +303,8 @@ def run_scale_bench(
                 time.sleep(max(0.0, slot - time.monotonic()))
             window = time.monotonic() - t_window
             cpu_window = sum(server_ps.cpu_times()[:2]) - cpu_window
+            if pending:  # (the last sample's may be a minute old on a loaded server)
+                pending = len(client.jobs(states=["PENDING"], validate=False))
             started = _counter(http.get("/metrics").text, "hal_jobs_started_total") - started0
             diag = http.get("/v1/diag").json()
             t = time.perf_counter()
