@@ -208,6 +208,7 @@ class Emulator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.launched = 0
         self.finished = 0
+        self.refused = False  # the server refused the token (said once, then stop)
 
     # -- life ---------------------------------------------------------------------------
 
@@ -277,6 +278,9 @@ class Emulator:
                 request = self._sync_request(node, node.wait_seconds, with_usage=True)
                 reply = await node.channel.sync(node.name, request)
             except CredentialRefused as err:
+                if self.refused:
+                    raise  # said once for all the nodes
+                self.refused = True
                 log.error(
                     "the control plane refused the emulator's token for node %s (%s): give "
                     "it an agent token that may serve %s* (`hal user add NAME --agent`)",

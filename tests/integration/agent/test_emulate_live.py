@@ -106,3 +106,22 @@ def test_a_hundred_emulated_nodes_run_jobs_through_the_real_protocol(tmp_path: P
         finally:
             stop_process(emulator)
         assert emulator.returncode == 0, (live.data_dir / "emulate.log").read_text()[-3000:]
+
+
+def test_an_emulator_whose_token_is_refused_says_so_once_and_exits(tmp_path: Path) -> None:
+    with LiveServer(tmp_path / "srv") as live:
+        cmd = [sys.executable, "-m", "hal.cli.main", "emulate", "--server", live.url]
+        done = subprocess.run(
+            [*cmd, "--nodes", "20", "--log-format", "console"],
+            env={**live.env(), "HAL_TOKEN": "hal_not_a_token"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        said = [line for line in done.stdout.splitlines() if "refused the emulator" in line]
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert len(said) == 1, done.stdout
+        assert "hal user add NAME --agent" in said[0]
+        with live.client() as client:
+            assert not client.nodes()
