@@ -167,7 +167,7 @@ class EmulatedNode:
 
 
 class Emulator:
-    """N emulated nodes on one event loop and one HTTP connection pool."""
+    """N emulated nodes on one event loop, sharing HTTP connection pools."""
 
     def __init__(self, config: EmulateConfig) -> None:
         if config.nodes < 1:
