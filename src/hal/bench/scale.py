@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,8 @@ PROBE_NODES = 2
 # wide, a few whole nodes, as a mixed site's queue
 MIX = ((0.50, 0.0), (0.20, 0.125), (0.15, 0.25), (0.10, 0.5), (0.05, 1.0))
 SUBMIT_BATCH = 1000
+# issue 56's goals at 10,000 nodes and 100,000 jobs
+TARGETS = {"starts_per_s": 500, "squeue_s": 1.0, "server_rss_mib": 4096, "max_pass_s": 2.0}
 
 
 def add_commands(sub: Any) -> None:
@@ -181,19 +184,11 @@ def run_scale_bench(
     import psutil
 
     from hal.client import HalClient
-    from hal.server.users import ensure_user
-    from hal.state.store import SqlStateStore
 
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="hal-scale-") as tmp, _database(db_admin) as db:
         work = Path(tmp)
-        store = SqlStateStore(db)
-        try:
-            admin = ensure_user(store, "admin", admin=True, now=time.time())
-            agents = ensure_user(store, "emulators", admin=False, now=time.time(), agent=True)
-        finally:
-            store.close()
-        assert admin and agents
+        admin, agents = _tokens(db)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         config = work / "hal.toml"
@@ -221,20 +216,12 @@ def run_scale_bench(
             server_ps = psutil.Process(server.pid)
             t0 = time.monotonic()
             emu = ["emulate", "--server", url, "--cpus", str(cpus), "--memory", f"{cpus * 2}G"]
-            first = 1
-            while first <= nodes:
+            for first in range(1, nodes + 1, per_process):
                 count = min(per_process, nodes - first + 1)
-                spawn(
-                    [*emu, "--nodes", str(count), "--first", str(first), *quiet],
-                    f"emulate-{first}.log",
-                    agents,
-                )
-                first += count
-            spawn(
-                [*emu, "--nodes", str(PROBE_NODES), "--prefix", "probe", "--runtime", "1", *quiet],
-                "emulate-probe.log",
-                agents,
-            )
+                what = ["--nodes", str(count), "--first", str(first)]
+                spawn([*emu, *what, *quiet], f"emulate-{first}.log", agents)
+            what = ["--nodes", str(PROBE_NODES), "--prefix", "probe", "--runtime", "1"]
+            spawn([*emu, *what, *quiet], "emulate-probe.log", agents)
             client = HalClient(url, admin)
             total = nodes + PROBE_NODES
             wait_until(
@@ -271,38 +258,10 @@ def run_scale_bench(
                 raise RuntimeError(f"cannot open partition bulk: {opened.stderr}")
             t_window = time.monotonic()
             cpu_window = sum(server_ps.cpu_times()[:2])
-            rss = server_ps.memory_info().rss
-            lists: list[float] = []
-            squeues: list[float] = []
-            probes: list[float] = []
-            listed = pending = 0
-            probe = JobSubmit(
-                script="#!/bin/sh\n#HAL_EMULATE runtime=1\n",
-                workdir="/tmp",
-                name="probe",
-                partition="probe",
-            )
-            while time.monotonic() - t_window < measure:
-                t = time.perf_counter()
-                got = http.get("/v1/jobs")
-                got.raise_for_status()
-                lists.append(time.perf_counter() - t)
-                queued = got.json()["jobs"]
-                listed = max(listed, len(queued))
-                pending = sum(j["state"] == "PENDING" for j in queued)
-                t = time.perf_counter()
-                subprocess.run(
-                    [*hal, "squeue"], env=env, capture_output=True, check=True, timeout=300
-                )
-                squeues.append(time.perf_counter() - t)
-                probes.append(_probe(client, probe))
-                rss = max(rss, server_ps.memory_info().rss)
-                if not pending:
-                    break  # the queue ran dry: what follows is no full queue's rate
-                slot = t_window + len(lists) * measure / samples  # the next sample's time
-                time.sleep(max(0.0, slot - time.monotonic()))
+            seen = _sample(http, client, [*hal, "squeue"], env, server_ps, measure, samples)
             window = time.monotonic() - t_window
             cpu_window = sum(server_ps.cpu_times()[:2]) - cpu_window
+            pending = seen.pending
             if pending:  # (the last sample's may be a minute old on a loaded server)
                 pending = len(client.jobs(states=["PENDING"], validate=False))
             started = _counter(http.get("/metrics").text, "hal_jobs_started_total") - started0
@@ -317,13 +276,13 @@ def run_scale_bench(
             )
             sacct_s = time.perf_counter() - t
             db_bytes = _database_bytes(db)
-            rss = max(rss, server_ps.memory_info().rss)
+            rss = max(seen.rss, server_ps.memory_info().rss)
         finally:
             for proc in reversed(procs):
                 stop_process(proc)
-    list_p50, list_p99 = _percentiles(lists)
-    sq_p50, sq_p99 = _percentiles(squeues)
-    lat_p50, lat_p99 = _percentiles(probes)
+    list_p50, list_p99 = _percentiles(seen.lists)
+    sq_p50, sq_p99 = _percentiles(seen.squeues)
+    lat_p50, lat_p99 = _percentiles(seen.probes)
     return {
         "bench": "scale",
         "nodes": nodes,
@@ -343,7 +302,7 @@ def run_scale_bench(
         "queue_full": pending > 0,
         "submit_to_start_p50_s": round(lat_p50, 3),
         "submit_to_start_p99_s": round(lat_p99, 3),
-        "rest_list_jobs": listed,
+        "rest_list_jobs": seen.listed,
         "rest_list_p50_s": round(list_p50, 3),
         "rest_list_p99_s": round(list_p99, 3),
         "squeue_p50_s": round(sq_p50, 3),
@@ -353,13 +312,72 @@ def run_scale_bench(
         "server_rss_mib": round(rss / 2**20, 1),
         "database_mib": round(db_bytes / 2**20, 1),
         "max_pass_s": round(float(diag.get("max_cycle_s") or 0.0), 3),
-        "targets": {
-            "starts_per_s": 500,
-            "squeue_s": 1.0,
-            "server_rss_mib": 4096,
-            "max_pass_s": 2.0,
-        },
+        "targets": TARGETS,
     }
+
+
+def _tokens(db: str) -> tuple[str, str]:
+    """An administrator's token and the emulators' agent token, made in the database."""
+    from hal.server.users import ensure_user
+    from hal.state.store import SqlStateStore
+
+    store = SqlStateStore(db)
+    try:
+        admin = ensure_user(store, "admin", admin=True, now=time.time())
+        agents = ensure_user(store, "emulators", admin=False, now=time.time(), agent=True)
+    finally:
+        store.close()
+    assert admin and agents
+    return admin, agents
+
+
+@dataclass
+class _Samples:
+    lists: list[float] = field(default_factory=list)  # GET /v1/jobs, seconds
+    squeues: list[float] = field(default_factory=list)  # hal squeue, seconds
+    probes: list[float] = field(default_factory=list)  # probe submit to start, seconds
+    listed: int = 0  # the most jobs a list returned
+    pending: int = 0  # at the last list
+    rss: int = 0  # the server's most RSS seen
+
+
+def _sample(
+    http: httpx.Client,
+    client: Any,
+    squeue: list[str],
+    env: dict[str, str],
+    server: Any,
+    measure: float,
+    samples: int,
+) -> _Samples:
+    """``samples`` rounds over ``measure`` seconds (fewer when each takes longer, or when
+    the queue runs dry): the REST list, ``hal squeue``, a probe job, the server's RSS."""
+    seen = _Samples(rss=server.memory_info().rss)
+    probe = JobSubmit(
+        script="#!/bin/sh\n#HAL_EMULATE runtime=1\n",
+        workdir="/tmp",
+        name="probe",
+        partition="probe",
+    )
+    begun = time.monotonic()
+    while time.monotonic() - begun < measure:
+        t = time.perf_counter()
+        got = http.get("/v1/jobs")
+        got.raise_for_status()
+        seen.lists.append(time.perf_counter() - t)
+        queued = got.json()["jobs"]
+        seen.listed = max(seen.listed, len(queued))
+        seen.pending = sum(j["state"] == "PENDING" for j in queued)
+        t = time.perf_counter()
+        subprocess.run(squeue, env=env, capture_output=True, check=True, timeout=300)
+        seen.squeues.append(time.perf_counter() - t)
+        seen.probes.append(_probe(client, probe))
+        seen.rss = max(seen.rss, server.memory_info().rss)
+        if not seen.pending:
+            break  # the queue ran dry: what follows is no full queue's rate
+        slot = begun + len(seen.lists) * measure / samples  # the next round's time
+        time.sleep(max(0.0, slot - time.monotonic()))
+    return seen
 
 
 def _healthy(url: str) -> bool:
