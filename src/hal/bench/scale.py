@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from hal.bench.replay_cost import cpu_model
 from hal.testing.live import free_port, stop_process, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -285,6 +286,8 @@ def run_scale_bench(
     lat_p50, lat_p99 = _percentiles(seen.probes)
     return {
         "bench": "scale",
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
         "nodes": nodes,
         "cpus_per_node": cpus,
         "queued_jobs": jobs,
