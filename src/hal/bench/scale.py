@@ -237,26 +237,20 @@ def run_scale_bench(
             time.sleep(idle)
             hb_cpu = sum(server_ps.cpu_times()[:2]) - cpu0
             polls = total * idle / heartbeat
+            _say(f"{total} nodes up in {register_s:.1f} s; heartbeats: {hb_cpu / idle:.0%} CPU")
 
             batch = _mix(jobs, cpus, runtime)
             t0 = time.monotonic()
             for start in range(0, jobs, SUBMIT_BATCH):
                 client.submit_many(batch[start : start + SUBMIT_BATCH])
             submit_s = time.monotonic() - t0
+            _say(f"{jobs} jobs submitted in {submit_s:.1f} s; opening partition bulk")
             http = httpx.Client(
                 base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=120
             )
             http.post("/v1/diag/reset").raise_for_status()
             started0 = _counter(http.get("/metrics").text, "hal_jobs_started_total")
-            opened = subprocess.run(
-                [*hal, "scontrol", "update", "PartitionName=bulk", "State=UP"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if opened.returncode != 0:
-                raise RuntimeError(f"cannot open partition bulk: {opened.stderr}")
+            _open_bulk([*hal, "scontrol"], env)
             t_window = time.monotonic()
             cpu_window = sum(server_ps.cpu_times()[:2])
             seen = _sample(http, client, [*hal, "squeue"], env, server_ps, measure, samples)
@@ -381,6 +375,23 @@ def _sample(
         slot = begun + len(seen.lists) * measure / samples  # the next round's time
         time.sleep(max(0.0, slot - time.monotonic()))
     return seen
+
+
+def _open_bulk(scontrol: list[str], env: dict[str, str]) -> None:
+    opened = subprocess.run(
+        [*scontrol, "update", "PartitionName=bulk", "State=UP"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if opened.returncode != 0:
+        raise RuntimeError(f"cannot open partition bulk: {opened.stderr}")
+
+
+def _say(line: str) -> None:
+    """Progress on stderr: a run that fails part way still tells how far it got."""
+    print(f"hal bench scale: {line}", file=sys.stderr, flush=True)
 
 
 def _healthy(url: str) -> bool:
