@@ -70,6 +70,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
         harmonic_dissonance,
         predict,
         replay_cost,
+        scale,
         sched_pass,
         sim,
     )
@@ -85,6 +86,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     predict.add_commands(bsub)
     replay_cost.add_commands(bsub)
     sched_pass.add_commands(bsub)
+    scale.add_commands(bsub)
     fragmentation.add_commands(bsub)
     harmonic.add_commands(bsub)
     harmonic_dissonance.add_commands(bsub)

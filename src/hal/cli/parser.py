@@ -13,6 +13,7 @@ from hal.cli import (
     certs,
     cloud,
     data,
+    emulate,
     explain,
     feedback,
     harmonic,
@@ -50,6 +51,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_up(sub)
     _add_server(sub)
     _add_agent(sub)
+    emulate.add_commands(sub)
     native.add_commands(sub)
     explain.add_commands(sub)
     bench.add_commands(sub, with_modules=not argv or argv[0] == "bench")

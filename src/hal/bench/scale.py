@@ -1,0 +1,422 @@
+"""``hal bench scale``: a real control plane on PostgreSQL driven by emulated nodes.
+
+A fresh PostgreSQL database, ``hal server`` in its own process, ``--nodes`` emulated
+nodes in ``hal emulate`` processes of at most ``--nodes-per-process`` each (partition
+``bulk``), and two more in partition ``probe`` that only the latency probes use. Then:
+
+1. the nodes register (``register_s``); with no job, the server's CPU over ``--idle``
+   seconds is the cost of their heartbeats (``heartbeat_cpu_share``: of one core;
+   ``heartbeat_cpu_ms``: per long poll, from the heartbeats due in the window);
+2. ``--jobs`` jobs of a mix (``MIX``: 1 to a whole node's CPUs, run times spread around
+   ``--runtime``, 1 % failing, 1 % running past their limit) go in through the batch REST
+   endpoint (``submit_per_s``) while partition ``bulk`` is down; then it is opened;
+3. for ``--measure`` seconds with the queue full: job starts per second (the server's
+   ``hal_jobs_started``; the window ends early if the queue runs dry), submit-to-start
+   latency of probe jobs on the idle ``probe`` nodes (p50/p99), the REST list of every
+   queued job and ``hal squeue`` (p50/p99), the server's RSS (most seen) and its
+   longest scheduling pass (``/v1/diag``'s max cycle);
+4. ``hal sacct`` of every job, and the database's size.
+
+Everything runs on this machine: the emulators, the database and the bench's own client
+share its cores with the server, so its figures are a floor for a dedicated controller.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from hal.bench.replay_cost import cpu_model
+from hal.testing.live import free_port, stop_process, wait_until
+from hal.wire.submit import JobSubmit
+
+PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+PROBE_NODES = 2
+# (share, CPUs as a fraction of a node: 0 = one CPU) of the mix: mostly small jobs, some
+# wide, a few whole nodes, as a mixed site's queue
+MIX = ((0.50, 0.0), (0.20, 0.125), (0.15, 0.25), (0.10, 0.5), (0.05, 1.0))
+SUBMIT_BATCH = 1000
+# issue 56's goals at 10,000 nodes and 100,000 jobs
+TARGETS = {"starts_per_s": 500, "squeue_s": 1.0, "server_rss_mib": 4096, "max_pass_s": 2.0}
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("scale", help="a real server on PostgreSQL, N emulated nodes, M queued jobs")
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--jobs", type=int, default=10_000)
+    p.add_argument("--cpus", type=int, default=16, help="CPUs per emulated node")
+    p.add_argument("--runtime", type=float, default=20.0, help="mean job run time, seconds")
+    p.add_argument("--nodes-per-process", type=int, default=2500)
+    p.add_argument("--heartbeat", type=float, default=5.0, help="heartbeat interval, seconds")
+    p.add_argument("--idle", type=float, default=15.0, help="heartbeat-only window, seconds")
+    p.add_argument("--measure", type=float, default=60.0, help="full-queue window, seconds")
+    p.add_argument("--samples", type=int, default=10, help="squeue/REST list/probe runs")
+    p.add_argument(
+        "--db-admin", default=PG_ADMIN, help="libpq DSN of a role that may create databases"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(ns: Any) -> int:
+    from hal.bench import emit
+
+    if min(ns.nodes, ns.jobs, ns.cpus, ns.nodes_per_process, ns.samples) < 1:
+        from hal.core.errors import InvalidRequest
+
+        raise InvalidRequest("--nodes, --jobs, --cpus, --nodes-per-process, --samples: ≥ 1")
+    result = run_scale_bench(
+        nodes=ns.nodes,
+        jobs=ns.jobs,
+        cpus=ns.cpus,
+        runtime=ns.runtime,
+        per_process=ns.nodes_per_process,
+        heartbeat=ns.heartbeat,
+        idle=ns.idle,
+        measure=ns.measure,
+        samples=ns.samples,
+        db_admin=ns.db_admin,
+    )
+    return emit(result, ns.json)
+
+
+@contextmanager
+def _database(admin_dsn: str) -> Iterator[str]:
+    import psycopg
+
+    name = "hal_scale_" + secrets.token_hex(4)
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+        info = conn.info
+        url = f"postgresql://{info.user}@{info.host}:{info.port}/{name}"
+    try:
+        yield url
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _config(path: Path, nodes: int, heartbeat: float) -> None:
+    path.write_text(
+        f"heartbeat_interval_seconds = {heartbeat}\n"
+        f"node_timeout_seconds = {max(30.0, 6 * heartbeat)}\n"
+        "max_batch_jobs = 100000\n"
+        "[[partitions]]\n"
+        'name = "bulk"\n'
+        "default = true\n"
+        "up = false\n"  # the jobs queue first; the bench opens it (a full queue)
+        f'nodes = "emu[1-{nodes}]"\n'
+        "[[partitions]]\n"
+        'name = "probe"\n'
+        f'nodes = "probe[1-{PROBE_NODES}]"\n'
+    )
+
+
+def _mix(count: int, cpus: int, runtime: float, seed: int = 7) -> list[JobSubmit]:
+    rng = random.Random(seed)
+    shares = [s for s, _ in MIX]
+    widths = [max(1, round(f * cpus)) for _, f in MIX]
+    jobs = []
+    for i in range(count):
+        width = rng.choices(widths, shares)[0]
+        seconds = runtime * rng.uniform(0.5, 1.5)
+        env = {"HAL_EMULATE_RUNTIME": f"{seconds:.2f}"}
+        limit = 600
+        roll = rng.random()
+        if roll < 0.01:
+            env["HAL_EMULATE_EXIT"] = "1"
+        elif roll < 0.02:
+            limit = max(1, int(seconds / 2))  # runs past its limit: TIMEOUT
+        jobs.append(
+            JobSubmit(
+                script="#!/bin/sh\nexec ./simulate\n",
+                workdir="/tmp",
+                name=f"mix{i % 97}",
+                cpus_per_task=width,
+                memory_per_cpu_bytes=1 << 30,
+                time_limit_seconds=limit,
+                environment=env,
+            )
+        )
+    return jobs
+
+
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    p99 = ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+    return statistics.median(ordered), p99
+
+
+def _counter(text: str, name: str) -> float:
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )
+
+
+def run_scale_bench(
+    *,
+    nodes: int,
+    jobs: int,
+    cpus: int = 16,
+    runtime: float = 20.0,
+    per_process: int = 2500,
+    heartbeat: float = 5.0,
+    idle: float = 15.0,
+    measure: float = 60.0,
+    samples: int = 10,
+    db_admin: str = PG_ADMIN,
+) -> dict[str, Any]:
+    import psutil
+
+    from hal.client import HalClient
+
+    procs: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="hal-scale-") as tmp, _database(db_admin) as db:
+        work = Path(tmp)
+        admin, agents = _tokens(db)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        config = work / "hal.toml"
+        _config(config, nodes, heartbeat)
+        env = {**os.environ, "HAL_URL": url, "HAL_TOKEN": admin}
+        hal = [sys.executable, "-m", "hal.cli.main"]
+
+        def spawn(args: list[str], log: str, token: str) -> subprocess.Popen[bytes]:
+            out = open(work / log, "ab")  # noqa: SIM115 - owned by the process
+            proc = subprocess.Popen(
+                [*hal, *args], env={**env, "HAL_TOKEN": token}, stdout=out, stderr=out
+            )
+            procs.append(proc)
+            return proc
+
+        try:
+            quiet = ["--log-level", "warning"]
+            where = ["--data-dir", str(work / "srv"), "--port", str(port)]
+            server = spawn(
+                ["server", "--db", db, *where, "--config", str(config), *quiet],
+                "server.log",
+                admin,
+            )
+            wait_until(lambda: _healthy(url), timeout=60, message="the server to answer")
+            server_ps = psutil.Process(server.pid)
+            t0 = time.monotonic()
+            emu = ["emulate", "--server", url, "--cpus", str(cpus), "--memory", f"{cpus * 2}G"]
+            for first in range(1, nodes + 1, per_process):
+                count = min(per_process, nodes - first + 1)
+                what = ["--nodes", str(count), "--first", str(first)]
+                spawn([*emu, *what, *quiet], f"emulate-{first}.log", agents)
+            what = ["--nodes", str(PROBE_NODES), "--prefix", "probe", "--runtime", "1"]
+            spawn([*emu, *what, *quiet], "emulate-probe.log", agents)
+            client = HalClient(url, admin)
+            total = nodes + PROBE_NODES
+            wait_until(
+                lambda: sum(n.state == "UP" for n in client.nodes()) == total,
+                timeout=max(120.0, nodes / 20),
+                interval=1.0,
+                message=f"{total} emulated nodes to register",
+            )
+            register_s = time.monotonic() - t0
+            # heartbeats only: the server's CPU over the window
+            cpu0 = sum(server_ps.cpu_times()[:2])
+            time.sleep(idle)
+            hb_cpu = sum(server_ps.cpu_times()[:2]) - cpu0
+            polls = total * idle / heartbeat
+            _say(f"{total} nodes up in {register_s:.1f} s; heartbeats: {hb_cpu / idle:.0%} CPU")
+
+            batch = _mix(jobs, cpus, runtime)
+            t0 = time.monotonic()
+            for start in range(0, jobs, SUBMIT_BATCH):
+                client.submit_many(batch[start : start + SUBMIT_BATCH])
+            submit_s = time.monotonic() - t0
+            _say(f"{jobs} jobs submitted in {submit_s:.1f} s; opening partition bulk")
+            http = httpx.Client(
+                base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=120
+            )
+            http.post("/v1/diag/reset").raise_for_status()
+            started0 = _counter(http.get("/metrics").text, "hal_jobs_started_total")
+            _open_bulk([*hal, "scontrol"], env)
+            t_window = time.monotonic()
+            cpu_window = sum(server_ps.cpu_times()[:2])
+            seen = _sample(http, client, [*hal, "squeue"], env, server_ps, measure, samples)
+            window = time.monotonic() - t_window
+            cpu_window = sum(server_ps.cpu_times()[:2]) - cpu_window
+            pending = seen.pending
+            if pending:  # (the last sample's may be a minute old on a loaded server)
+                pending = len(client.jobs(states=["PENDING"], validate=False))
+            started = _counter(http.get("/metrics").text, "hal_jobs_started_total") - started0
+            diag = http.get("/v1/diag").json()
+            t = time.perf_counter()
+            acct = subprocess.run(
+                [*hal, "sacct", "-a", "-X", "-n", "-P", "-S", "2000-01-01"],
+                env=env,
+                capture_output=True,
+                check=True,
+                timeout=600,
+            )
+            sacct_s = time.perf_counter() - t
+            db_bytes = _database_bytes(db)
+            rss = max(seen.rss, server_ps.memory_info().rss)
+        finally:
+            for proc in reversed(procs):
+                stop_process(proc)
+    list_p50, list_p99 = _percentiles(seen.lists)
+    sq_p50, sq_p99 = _percentiles(seen.squeues)
+    lat_p50, lat_p99 = _percentiles(seen.probes)
+    return {
+        "bench": "scale",
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+        "nodes": nodes,
+        "cpus_per_node": cpus,
+        "queued_jobs": jobs,
+        "mean_runtime_s": runtime,
+        "emulator_processes": math.ceil(nodes / per_process) + 1,
+        "register_s": round(register_s, 2),
+        "heartbeat_interval_s": heartbeat,
+        "heartbeat_cpu_share": round(hb_cpu / idle, 3),
+        "heartbeat_cpu_ms": round(1000 * hb_cpu / polls, 3),
+        "submit_per_s": round(jobs / submit_s, 1),
+        "window_s": round(window, 1),
+        "starts_per_s": round(started / window, 1),
+        "server_cpu_share": round(cpu_window / window, 3),  # of one core, in the window
+        "pending_at_end": pending,
+        "queue_full": pending > 0,
+        "submit_to_start_p50_s": round(lat_p50, 3),
+        "submit_to_start_p99_s": round(lat_p99, 3),
+        "rest_list_jobs": seen.listed,
+        "rest_list_p50_s": round(list_p50, 3),
+        "rest_list_p99_s": round(list_p99, 3),
+        "squeue_p50_s": round(sq_p50, 3),
+        "squeue_p99_s": round(sq_p99, 3),
+        "sacct_s": round(sacct_s, 2),
+        "sacct_rows": len(acct.stdout.splitlines()),
+        "server_rss_mib": round(rss / 2**20, 1),
+        "database_mib": round(db_bytes / 2**20, 1),
+        "max_pass_s": round(float(diag.get("max_cycle_s") or 0.0), 3),
+        "targets": TARGETS,
+    }
+
+
+def _tokens(db: str) -> tuple[str, str]:
+    """An administrator's token and the emulators' agent token, made in the database."""
+    from hal.server.users import ensure_user
+    from hal.state.store import SqlStateStore
+
+    store = SqlStateStore(db)
+    try:
+        admin = ensure_user(store, "admin", admin=True, now=time.time())
+        agents = ensure_user(store, "emulators", admin=False, now=time.time(), agent=True)
+    finally:
+        store.close()
+    assert admin and agents
+    return admin, agents
+
+
+@dataclass
+class _Samples:
+    lists: list[float] = field(default_factory=list)  # GET /v1/jobs, seconds
+    squeues: list[float] = field(default_factory=list)  # hal squeue, seconds
+    probes: list[float] = field(default_factory=list)  # probe submit to start, seconds
+    listed: int = 0  # the most jobs a list returned
+    pending: int = 0  # at the last list
+    rss: int = 0  # the server's most RSS seen
+
+
+def _sample(
+    http: httpx.Client,
+    client: Any,
+    squeue: list[str],
+    env: dict[str, str],
+    server: Any,
+    measure: float,
+    samples: int,
+) -> _Samples:
+    """``samples`` rounds over ``measure`` seconds (fewer when each takes longer, or when
+    the queue runs dry): the REST list, ``hal squeue``, a probe job, the server's RSS."""
+    seen = _Samples(rss=server.memory_info().rss)
+    probe = JobSubmit(
+        script="#!/bin/sh\n#HAL_EMULATE runtime=1\n",
+        workdir="/tmp",
+        name="probe",
+        partition="probe",
+    )
+    begun = time.monotonic()
+    while time.monotonic() - begun < measure:
+        t = time.perf_counter()
+        got = http.get("/v1/jobs")
+        got.raise_for_status()
+        seen.lists.append(time.perf_counter() - t)
+        queued = got.json()["jobs"]
+        seen.listed = max(seen.listed, len(queued))
+        seen.pending = sum(j["state"] == "PENDING" for j in queued)
+        t = time.perf_counter()
+        subprocess.run(squeue, env=env, capture_output=True, check=True, timeout=300)
+        seen.squeues.append(time.perf_counter() - t)
+        seen.probes.append(_probe(client, probe))
+        seen.rss = max(seen.rss, server.memory_info().rss)
+        if not seen.pending:
+            break  # the queue ran dry: what follows is no full queue's rate
+        slot = begun + len(seen.lists) * measure / samples  # the next round's time
+        time.sleep(max(0.0, slot - time.monotonic()))
+    return seen
+
+
+def _open_bulk(scontrol: list[str], env: dict[str, str]) -> None:
+    opened = subprocess.run(
+        [*scontrol, "update", "PartitionName=bulk", "State=UP"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if opened.returncode != 0:
+        raise RuntimeError(f"cannot open partition bulk: {opened.stderr}")
+
+
+def _say(line: str) -> None:
+    """Progress on stderr: a run that fails part way still tells how far it got."""
+    print(f"hal bench scale: {line}", file=sys.stderr, flush=True)
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _probe(client: Any, job: JobSubmit) -> float:
+    """Seconds from submit to the server seeing the probe job's start on an idle node."""
+    t = time.monotonic()
+    job_id = client.submit(job).job_id
+
+    def begun() -> bool:
+        info = client.jobs(ids=[str(job_id)], include_finished=True)
+        return bool(info) and info[0].state in ("RUNNING", "COMPLETING", "COMPLETED")
+
+    wait_until(begun, timeout=120, interval=0.02, message=f"probe job {job_id} to start")
+    return time.monotonic() - t
+
+
+def _database_bytes(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    return int(row[0]) if row else 0

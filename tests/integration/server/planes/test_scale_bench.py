@@ -1,0 +1,41 @@
+"""``hal bench scale`` at a tiny size, end to end: a real server on PostgreSQL, emulated
+nodes in two processes, a queue behind a down partition opened for the window. It checks
+that the report is whole and its counts are the run's, never how fast anything was: the
+figures and the goals are in docs/benchmarks.md. Slow: CI and HAL_SLOW=1 only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+NODES, JOBS = 20, 300
+BENCH = ["bench", "scale", "--nodes", str(NODES), "--jobs", str(JOBS), "--cpus", "4"]
+BENCH += ["--runtime", "2", "--idle", "2", "--measure", "5", "--samples", "2"]
+
+
+@pytest.mark.slow
+@pytest.mark.live
+def test_the_scale_bench_reports_a_whole_run(pg_url: str) -> None:
+    # (pg_url: skipped where PostgreSQL is not reachable; the bench makes its own database)
+    run = subprocess.run(
+        [sys.executable, "-m", "hal.cli.main", *BENCH, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout)
+    assert report["nodes"] == NODES and report["queued_jobs"] == JOBS
+    assert report["emulator_processes"] == 2  # the nodes' and the probes'
+    assert report["cpu_model"]
+    # every job submitted (and each probe) is in sacct; the list saw the queue
+    assert report["sacct_rows"] >= JOBS + 1
+    assert 0 < report["rest_list_jobs"] <= JOBS + 1
+    assert report["starts_per_s"] > 0 and report["server_rss_mib"] > 0
+    assert report["database_mib"] > 0  # (heartbeats: too few in 2 s to read a CPU tick)
+    for key in ("squeue", "rest_list", "submit_to_start"):
+        assert 0 < report[f"{key}_p50_s"] <= report[f"{key}_p99_s"]
