@@ -132,6 +132,15 @@ WIDEN = (
     'os.write(1, (" ".join(map(str, sorted(os.sched_getaffinity(0)))) + "\\n").encode())\''
 )
 
+# as WIDEN, then waits (at most 60 s) until two steps have written into the folder its
+# first argument names
+HOLD = (
+    "python3 -c 'import os, sys, time; d = sys.argv[1]; "
+    "os.sched_setaffinity(0, os.sched_getaffinity(0) | {int(c) for c in sys.argv[2:]}); "
+    'os.write(1, (" ".join(map(str, sorted(os.sched_getaffinity(0)))) + "\\n").encode()); '
+    'open(os.path.join(d, str(os.getpid())), "w").close(); end = time.time() + 60; '
+    "[time.sleep(0.05) for _ in iter(lambda: len(os.listdir(d)) < 2 and time.time() < end, False)]'"
+)
 
 CPUSET = "grep -E '^[0-9]+:(cpuset)?:' /proc/self/cgroup | sort | tail -1"
 
@@ -160,7 +169,11 @@ def test_a_job_cannot_widen_its_cpus_past_its_fence(server: LiveServer, tmp_path
     assert all(len(line.split()) == 2 for line in lines[1:]), lines  # one CPU each
     assert not cpuset_folder(where).exists()
     # srun's --exact steps on the batch node: each fenced to its own CPU of the job's two
-    exact = f"{SRUN} -n1 --exact {WIDEN} {every} &\n"
+    # (each holds its CPU until both have run: one that ended first would give the
+    # other its CPU back, rightly, on a loaded machine)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    exact = f"{SRUN} -n1 --exact {HOLD} {barrier} {every} &\n"
     steps = submit(server, tmp_path, f"{exact}{exact}wait\n", "-n2", "-w", "node1")
     each = finished(server, tmp_path, steps).split()
     assert len(each) == 2 and each[0] != each[1], each
