@@ -227,6 +227,9 @@ class LocalProvider:
             if record is None or str(record["pid"]) != inst.id:
                 continue  # gone, or the name's record is a newer instance's
             records[path] = record
+            imds = self._imds.pop(inst.node, None)
+            if imds is not None:  # (first: once its agent is gone, the instance is unlisted)
+                imds.stop()
             with contextlib.suppress(psutil.Error):
                 spawned += psutil.Process(int(str(record["pid"]))).children(recursive=True)
             with contextlib.suppress(ProcessLookupError):
@@ -239,9 +242,6 @@ class LocalProvider:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(int(str(record["pid"])), signal.SIGKILL)
             path.unlink(missing_ok=True)
-            imds = self._imds.pop(str(record["node"]), None)
-            if imds is not None:
-                imds.stop()
         _kill_all(spawned)
 
 

@@ -199,7 +199,7 @@ def test_a_job_interrupted_twice_runs_once_to_completion(
     # each interrupted run ended on its own after its signal: only that moment is lost,
     # not its 3 s and more
     for run in runs[:2]:
-        assert seconds(run[2]) <= 1 < int(run[5]) - 1, runs
+        assert seconds(run[2]) <= 1 < int(run[5]), runs  # (whole seconds: 3 s may read 2)
     assert runs[0][4] <= runs[1][3] and runs[1][4] <= runs[2][3]  # never two at once
     with spot.server.client() as c:
         events = list(c.events(0, follow=False))
