@@ -75,6 +75,7 @@ from hal.core.states import JobState, NodeState, PendingReason
 from hal.server import cloud_costs
 from hal.server.cloud_costs import Holders, expected_cost, payer
 from hal.server.cloud_token import agent_token, bind_nodes
+from hal.server.room import job_partitions, nodes_with_room
 from hal.state.advisory import set_pending_reasons
 from hal.state.agents import forget_node, set_node_state
 from hal.state.cluster import Cluster
@@ -759,7 +760,7 @@ class CloudService:
         decisions: dict[int, Decision] = {}
         view = self.data_view() if any(j.spec.data for j in jobs) else None
         for job in jobs:
-            partitions = self._partitions(job)
+            partitions = job_partitions(self.cluster, job)
             others = self._others(job, partitions) if job.spec.nodes_min > 1 else 0
             decision = decisions[job.id] = self._decide(job, others, now, view)
             if decision.group is not None:
@@ -786,7 +787,7 @@ class CloudService:
     def _owned_could_hold(self, job: Job) -> bool:
         """Enough nodes there (not a group's) of its partitions are big enough for the
         job's share of a node, busy or not, to make up its count."""
-        partitions = self._partitions(job)
+        partitions = job_partitions(self.cluster, job)
         templates = self.cluster.cloud_templates
         spec = job.spec
         need = max(1, spec.nodes_min)
@@ -898,25 +899,8 @@ class CloudService:
         """The joined nodes outside the groups that have room for a multi-node job's
         share now: the groups make up the rest of its count. (Not worked out for a
         single-node job: it starts on such a node at the scheduler's next pass.)"""
-        spec = job.spec
-        count = 0
-        for node in self.cluster.nodes.values():
-            if node.name in self.cluster.cloud_templates or not node.schedulable:
-                continue
-            if not any(p.contains(node.name) for p in partitions) or node.name in spec.exclude:
-                continue
-            usage = self.cluster.usage.get(node.name)
-            if usage is not None and (usage.exclusive or (spec.exclusive and usage.jobs)):
-                continue
-            free = node.resources - (usage.allocated if usage else ResourceVector())
-            if holds(spec, node, free):
-                count += 1
-        return count
-
-    def _partitions(self, job: Job) -> tuple[Partition, ...]:
-        names = job.partition.split(",") if job.partition else list(job.spec.partitions)
-        known = self.cluster.partitions
-        return tuple(known[n] for n in names or [self.cluster.default_partition()] if n in known)
+        skip = self.cluster.cloud_templates
+        return nodes_with_room(self.cluster, job.spec, partitions, holds, skip)
 
     async def _event(self, kind: str, node: str | None, group: NodeGroup, **data: object) -> None:
         await self.cluster.record_events(

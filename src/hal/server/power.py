@@ -51,8 +51,8 @@ from hal.core.power import (
     rate_left,
     to_suspend,
 )
-from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
+from hal.server.room import job_partitions, nodes_with_room
 from hal.slurm.syntax import compress_hostlist
 from hal.state.agents import set_node_state
 from hal.state.cluster import Cluster
@@ -289,29 +289,15 @@ class PowerService:
             if j.state is JobState.PENDING and not j.held and j.reason in DEMAND
         ]
         jobs.sort(key=lambda j: (-j.priority, j.submit_time, j.id))
-        return [Want(j.id, j.spec, (p := self._partitions(j)), self._awake(j, p)) for j in jobs]
+        wants = []
+        for j in jobs:
+            partitions = job_partitions(self.cluster, j)
+            wants.append(Want(j.id, j.spec, partitions, self._awake(j, partitions)))
+        return wants
 
     def _awake(self, job: Job, partitions: tuple[Partition, ...]) -> int:
         """The schedulable nodes with room for the job's share now."""
-        spec = job.spec
-        count = 0
-        for node in self.cluster.nodes.values():
-            if not node.schedulable or node.name in spec.exclude:
-                continue
-            if not any(p.contains(node.name) for p in partitions):
-                continue
-            usage = self.cluster.usage.get(node.name)
-            if usage is not None and (usage.exclusive or (spec.exclusive and usage.jobs)):
-                continue
-            free = node.resources - (usage.allocated if usage else ResourceVector())
-            if fits(spec, node, free):
-                count += 1
-        return count
-
-    def _partitions(self, job: Job) -> tuple[Partition, ...]:
-        names = job.partition.split(",") if job.partition else list(job.spec.partitions)
-        known = self.cluster.partitions
-        return tuple(known[n] for n in names or [self.cluster.default_partition()] if n in known)
+        return nodes_with_room(self.cluster, job.spec, partitions, fits)
 
     async def _resume(
         self, nodes: Sequence[Node], jobs: dict[str, tuple[int, ...]], user: str
