@@ -258,6 +258,8 @@ def test_a_local_spot_instance_goes_at_its_notices_time(tmp_path: Path) -> None:
     try:
         imds = json.loads((tmp_path / "spot/instances/spot1.json").read_text())["imds"]
         agent = psutil.Process(int(inst.id))
+        # (just forked, it shows its parent's command line until it has exec'd)
+        wait_until(lambda: "--interruption-notice" in agent.cmdline(), 20, message="exec")
         assert agent.cmdline()[agent.cmdline().index("--interruption-notice") + 1] == imds
         answer = httpx.post(f"{imds}/hal/interrupt?in=1", timeout=10).json()
         wait_until(lambda: provider.instances() == [], 20, message="the instance to go")
