@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 
 from hal.core.job import Job
 from hal.scheduler.framework.counted import CountsOverTime
-from hal.scheduler.framework.cycle_state import StateKey
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import FloatArray, IndexArray
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.request import NodeRequest, PlacementKey
@@ -89,3 +89,20 @@ REQUESTS: StateKey[dict[tuple[PlacementKey, int], NodeRequest]] = StateKey("fram
 # choice decided them (removed by its Unreserve); the pass puts it in the job's
 # ``Placement.note``, which the server keeps with the job (``hal explain``, ``hal show``).
 PLACEMENT_NOTES: StateKey[dict[int, str]] = StateKey("framework.placement_notes")
+
+
+def add_placement_note(data: CycleState, job_id: int, note: str) -> None:
+    """Say why ``job_id`` got its nodes (after what another plugin said, if it did)."""
+    notes = data.get(PLACEMENT_NOTES)
+    if notes is None:
+        notes = {}
+        data.write(PLACEMENT_NOTES, notes)
+    before = notes.get(job_id)
+    notes[job_id] = f"{before}; {note}" if before else note
+
+
+def drop_placement_note(data: CycleState, job_id: int) -> None:
+    """The job's placement was undone (Unreserve): nothing to say of it any more."""
+    notes = data.get(PLACEMENT_NOTES)
+    if notes is not None:
+        notes.pop(job_id, None)

@@ -49,7 +49,11 @@ from hal.scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
-from hal.scheduler.framework.keys import NODE_SCORES, PLACEMENT_NOTES
+from hal.scheduler.framework.keys import (
+    NODE_SCORES,
+    add_placement_note,
+    drop_placement_note,
+)
 from hal.scheduler.framework.node_table import IntArray
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
@@ -301,12 +305,7 @@ class Dissonance:
         if key is not None:
             note = self._note(ctx, view, state, key, allocation)
             if note:
-                notes = ctx.data.get(PLACEMENT_NOTES)
-                if notes is None:
-                    notes = {}
-                    ctx.data.write(PLACEMENT_NOTES, notes)
-                before = notes.get(job.id)
-                notes[job.id] = f"{before}; {note}" if before else note
+                add_placement_note(ctx.data, job.id, note)
         nodes = self._nodes(ctx, view)
         nodes.add(job.id, (cls, ls, _rows(ctx, allocation)), 1)
         return SUCCESS
@@ -320,9 +319,7 @@ class Dissonance:
             return
         if job.id in nodes.placed:
             nodes.add(job.id, nodes.placed[job.id], -1)
-        notes = ctx.data.get(PLACEMENT_NOTES)
-        if notes is not None:
-            notes.pop(job.id, None)
+        drop_placement_note(ctx.data, job.id)
 
     def _note(
         self,

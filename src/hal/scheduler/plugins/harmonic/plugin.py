@@ -46,7 +46,11 @@ from hal.scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
-from hal.scheduler.framework.keys import NODE_SCORES, PLACEMENT_NOTES
+from hal.scheduler.framework.keys import (
+    NODE_SCORES,
+    add_placement_note,
+    drop_placement_note,
+)
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.framework.status import SKIP, SUCCESS, Status
@@ -225,11 +229,7 @@ class HarmonicPlacement:
             me = peers.me
             note = self._note(ctx, view, state, peers, allocation)
             if note:
-                notes = ctx.data.get(PLACEMENT_NOTES)
-                if notes is None:
-                    notes = {}
-                    ctx.data.write(PLACEMENT_NOTES, notes)
-                notes[job.id] = note
+                add_placement_note(ctx.data, job.id, note)
             self._where(ctx, view).add(me, job.id, _rows(ctx.nodes.index, allocation))
             return SUCCESS
         where = ctx.data.get(WHERE) or self._where(ctx, view)
@@ -248,9 +248,7 @@ class HarmonicPlacement:
         where = ctx.data.get(WHERE)
         if where is not None:
             where.remove(identity(spec.user, spec.name, spec.comment), job.id)
-        notes = ctx.data.get(PLACEMENT_NOTES)
-        if notes is not None:
-            notes.pop(job.id, None)
+        drop_placement_note(ctx.data, job.id)
 
     def _note(
         self,
