@@ -8,6 +8,7 @@ import argparse
 import time
 from typing import Any
 
+from hal.cli.output import emit
 from hal.core.cloud_costs import money
 from hal.wire.cloud import CloudCosts, CloudGroupInfo, CloudPrices, CloudStatus
 
@@ -40,11 +41,7 @@ def cmd_cloud(ns: argparse.Namespace) -> int:
 
     with HalClient() as client:
         status = client.cloud_status()
-    if ns.json:
-        print(status.model_dump_json(indent=2))
-        return 0
-    print(render(status, time.time()), end="")
-    return 0
+    return emit(status, ns.json, lambda s: render(s, time.time()))
 
 
 def cmd_prices(ns: argparse.Namespace) -> int:
@@ -52,11 +49,7 @@ def cmd_prices(ns: argparse.Namespace) -> int:
 
     with HalClient() as client:
         prices = client.cloud_prices()
-    print(
-        prices.model_dump_json(indent=2) if ns.json else render_prices(prices),
-        end="\n" if ns.json else "",
-    )
-    return 0
+    return emit(prices, ns.json, render_prices)
 
 
 def cmd_costs(ns: argparse.Namespace) -> int:
@@ -66,11 +59,7 @@ def cmd_costs(ns: argparse.Namespace) -> int:
     since = parse_begin(ns.since, time.time(), field="since", past=True) if ns.since else None
     with HalClient() as client:
         costs = client.cloud_costs(since)
-    print(
-        costs.model_dump_json(indent=2) if ns.json else render_costs(costs),
-        end="\n" if ns.json else "",
-    )
-    return 0
+    return emit(costs, ns.json, render_costs)
 
 
 def render_prices(prices: CloudPrices) -> str:

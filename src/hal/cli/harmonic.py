@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from hal.cli.output import emit
+
 if TYPE_CHECKING:
     from hal.wire.harmonic import Dissonance, DissonanceEval, HarmonicGraph
 
@@ -73,11 +75,7 @@ def cmd_graph(ns: argparse.Namespace) -> int:
 
     with HalClient() as hal:
         found = hal.harmonic_graph(job=ns.job, user=ns.user, limit=ns.limit)
-    if ns.json:
-        print(found.model_dump_json(indent=2))
-        return 0
-    print(draw(found), end="")
-    return 0
+    return emit(found, ns.json, draw)
 
 
 def cmd_dissonance(ns: argparse.Namespace) -> int:
@@ -85,11 +83,7 @@ def cmd_dissonance(ns: argparse.Namespace) -> int:
 
     with HalClient() as hal:
         found = hal.harmonic_dissonance()
-    print(
-        found.model_dump_json(indent=2) if ns.json else draw_dissonance(found),
-        end="\n" if ns.json else "",
-    )
-    return 0
+    return emit(found, ns.json, draw_dissonance)
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:
@@ -97,11 +91,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 
     with HalClient() as hal:
         found = hal.harmonic_eval()
-    print(
-        found.model_dump_json(indent=2) if ns.json else draw_eval(found),
-        end="\n" if ns.json else "",
-    )
-    return 0
+    return emit(found, ns.json, draw_eval)
 
 
 def draw_dissonance(model: Dissonance) -> str:
