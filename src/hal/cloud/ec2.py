@@ -48,8 +48,9 @@ from hal.cloud.provider import (
     Launch,
     Price,
     ProviderError,
+    check_known_settings,
 )
-from hal.core.errors import InvalidRequest, did_you_mean
+from hal.core.errors import InvalidRequest
 from hal.core.node_groups import ON_DEMAND, SPOT, NodeGroup
 
 if TYPE_CHECKING:
@@ -351,13 +352,7 @@ def _checked_settings(group: NodeGroup) -> Mapping[str, str]:
     where = f"[cloud.groups.ec2] of group {group.name!r}"
     if group.provider != "ec2":
         raise InvalidRequest(f"group {group.name!r} has provider {group.provider!r}, not ec2")
-    for key in group.settings:
-        if key not in KNOWN:
-            raise InvalidRequest(
-                f"{where}: unknown setting {key!r}{did_you_mean(key, KNOWN)}; "
-                f"it takes {', '.join(KNOWN)}",
-                field=f"cloud.groups.{group.name}.ec2.{key}",
-            )
+    check_known_settings(group, KNOWN)
     for key in REQUIRED:
         if not group.settings.get(key, "").strip():
             raise InvalidRequest(

@@ -43,6 +43,7 @@ from hal.cloud.provider import (
     Launch,
     Price,
     ProviderError,
+    check_known_settings,
 )
 from hal.core.errors import InvalidRequest, did_you_mean
 from hal.core.node_groups import NodeGroup
@@ -344,13 +345,7 @@ def _checked_settings(group: NodeGroup) -> dict[str, str]:
     where = f"[cloud.groups.lambda] of group {group.name!r}"
     if group.provider != "lambda":
         raise InvalidRequest(f"group {group.name!r} has provider {group.provider!r}, not lambda")
-    for key in group.settings:
-        if key not in KNOWN:
-            raise InvalidRequest(
-                f"{where}: unknown setting {key!r}{did_you_mean(key, KNOWN)}; "
-                f"it takes {', '.join(KNOWN)}",
-                field=f"cloud.groups.{group.name}.lambda.{key}",
-            )
+    check_known_settings(group, KNOWN)
     examples = {
         "instance_type": 'instance_type = "gpu_1x_a100"',
         "regions": 'regions = ["us-tx-1", "us-az-1"] (tried in this order)',

@@ -32,7 +32,15 @@ from pathlib import Path
 import psutil
 
 from hal.cloud.imds import ImdsStandIn
-from hal.cloud.provider import RUNNING, CapacityError, Instance, Launch, Price, ProviderError
+from hal.cloud.provider import (
+    RUNNING,
+    CapacityError,
+    Instance,
+    Launch,
+    Price,
+    ProviderError,
+    check_known_settings,
+)
 from hal.core.errors import InvalidRequest
 from hal.core.node_groups import SPOT, NodeGroup
 
@@ -53,13 +61,7 @@ class LocalProvider:
         self.state_dir = state_dir
         self._records = state_dir / "instances"
         self._imds: dict[str, ImdsStandIn] = {}  # a spot group's, by node name
-        unknown = sorted(set(group.settings) - set(SETTINGS))
-        if unknown:
-            raise InvalidRequest(
-                f"[cloud.groups.local] of group {group.name!r}: unknown setting "
-                f"{unknown[0]!r}; it takes {', '.join(SETTINGS)}",
-                field=f"cloud.groups.{group.name}.local.{unknown[0]}",
-            )
+        check_known_settings(group, SETTINGS)
         try:
             self.agent_args = shlex.split(group.settings.get("agent_args", ""))
         except ValueError as err:

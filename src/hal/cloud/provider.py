@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from hal.core.errors import InvalidRequest, did_you_mean
 from hal.core.node_groups import ON_DEMAND, NodeGroup
 
 # what an instance is doing, as far as its provider says
@@ -94,3 +95,15 @@ class PricedProvider(Provider, Protocol):
     def prices(self) -> list[Price]:
         """The group's current price(s); raises ``ProviderError`` when they cannot be read."""
         ...
+
+
+def check_known_settings(group: NodeGroup, known: Sequence[str]) -> None:
+    """Refuse a setting in the group's provider table that its provider does not take,
+    naming the nearest it does (``[cloud.groups.ec2] imageid`` → ``image_id``)."""
+    for key in group.settings:
+        if key not in known:
+            raise InvalidRequest(
+                f"[cloud.groups.{group.provider}] of group {group.name!r}: unknown setting "
+                f"{key!r}{did_you_mean(key, known)}; it takes {', '.join(known)}",
+                field=f"cloud.groups.{group.name}.{group.provider}.{key}",
+            )
