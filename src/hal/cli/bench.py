@@ -73,6 +73,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
         scale,
         sched_pass,
         sim,
+        takeover,
     )
     from hal.bench import data as data_bench
     from hal.bench import envs as envs_bench
@@ -87,6 +88,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     replay_cost.add_commands(bsub)
     sched_pass.add_commands(bsub)
     scale.add_commands(bsub)
+    takeover.add_commands(bsub)
     fragmentation.add_commands(bsub)
     harmonic.add_commands(bsub)
     harmonic_dissonance.add_commands(bsub)
