@@ -71,11 +71,11 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
             job = within_deadline(job, now)
             if PREEMPTING in job.extra:  # it no longer goes first in the queue
                 job = job.evolve(extra=preempt.cleared(job.extra))
-            if placement.note or PLACEMENT_NOTE in job.extra:  # this start's own, or none
-                job = job.evolve(extra=_with_note(job.extra, placement.note))
+            # this start's own note and cloud rate, or none (never an earlier run's)
             rate = rate_mark(placement.allocation.nodes, cluster.cloud_prices)
-            if rate is not None or RATE in job.extra:  # this start's own (an earlier run's)
-                job = job.evolve(extra=_with_rate(job.extra, rate))
+            for key, value in ((PLACEMENT_NOTE, placement.note or None), (RATE, rate)):
+                if value is not None or key in job.extra:
+                    job = job.evolve(extra=_with_mark(job.extra, key, value))
             job = job.evolve(
                 state=JobState.RUNNING,
                 reason=PendingReason.NONE,
@@ -241,13 +241,6 @@ def check_placement(
     return None
 
 
-def _with_rate(extra: dict[str, str], rate: str | None) -> dict[str, str]:
-    out = {k: v for k, v in extra.items() if k != RATE}
-    if rate is not None:
-        out[RATE] = rate
-    return out
-
-
 def _kept_budget_wait(current: PendingReason, new: PendingReason) -> PendingReason:
     """The autoscaler's ``CloudBudget`` stays while the scheduler finds no room for the
     job (it would say Resources or Priority): new nodes would hold it, its budget
@@ -260,10 +253,9 @@ def _kept_budget_wait(current: PendingReason, new: PendingReason) -> PendingReas
 _ROOM_REASONS = {PendingReason.NONE, PendingReason.PRIORITY, PendingReason.RESOURCES}
 
 
-def _with_note(extra: dict[str, str], note: str) -> dict[str, str]:
-    """``extra`` with ``note`` as the placement note (``job_changes.PLACEMENT_NOTE``;
-    none when "": a start without one keeps no older start's)."""
-    out = {k: v for k, v in extra.items() if k != PLACEMENT_NOTE}
-    if note:
-        out[PLACEMENT_NOTE] = note
+def _with_mark(extra: dict[str, str], key: str, value: str | None) -> dict[str, str]:
+    """``extra`` with ``key`` set to ``value``, or without it where ``value`` is None."""
+    out = {k: v for k, v in extra.items() if k != key}
+    if value is not None:
+        out[key] = value
     return out
