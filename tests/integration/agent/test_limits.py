@@ -111,13 +111,16 @@ def test_signal_instruction_reaches_the_job(
     """`scancel -s USR2`: delivered; a job that dies of `scancel -f -s TERM` FAILED, as
     Slurm 22.05.8's did of `scancel -f -s USR1` (only `-s KILL` reads CANCELLED)."""
     script = (
-        "trap 'echo usr2 > got_usr2' USR2\nwhile [ ! -f got_usr2 ]; do sleep 0.1; done\nsleep 60\n"
+        "trap 'echo usr2 > got_usr2' USR2\ntouch ready\n"
+        "while [ ! -f got_usr2 ]; do sleep 0.1; done\nsleep 60\n"
     )
 
     async def scenario() -> None:
         async with agent_running(agent_config, channel) as agent:
             channel.push(make_launch(1, script, workdir))
             await agent.started(1)
+            # A USR2 before the trap is set would end the shell (its default action).
+            await wait_for((workdir / "ready").exists, "the trap to be set")
             channel.push(Signal(job_id=1, signal=12, batch_only=True))
             await wait_for((workdir / "got_usr2").exists, "USR2 to arrive")
             channel.push(Signal(job_id=1, signal=15))
