@@ -8,6 +8,8 @@ start ``hal agent`` on it over SSH. The program gets, in its environment:
 
 - ``HAL_NODE``, ``HAL_INSTANCE_ID``, ``HAL_INSTANCE_IP``: the instance;
 - ``HAL_SERVER_URL``, ``HAL_TOKEN``: what its agent joins with;
+- ``HAL_CA_PEM``: for an https server, the PEM of the CA the agent is to trust (put it
+  on the instance and point the agent's ``HAL_CA_FILE`` at it); "" otherwise;
 - ``HAL_AGENT_ARGS``: the agent's options for the group's size, shell-quoted
   (``--server URL --name NODE --cpus N --memory NM --gpus G`` [``--features F``]
   [``--gpu-type T``]);
@@ -66,7 +68,10 @@ class Bootstrap:
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
-            json.dump({"server_url": launch.server_url, "token": launch.token}, out)
+            json.dump(
+                {"server_url": launch.server_url, "token": launch.token, "ca_pem": launch.ca_pem},
+                out,
+            )
         tmp.replace(path)
         self._launch = launch
 
@@ -158,6 +163,7 @@ class Bootstrap:
             "HAL_INSTANCE_IP": ip,
             "HAL_SERVER_URL": launch.server_url,
             "HAL_TOKEN": launch.token,
+            "HAL_CA_PEM": launch.ca_pem,
             "HAL_AGENT_ARGS": shlex.join(args),
             "HAL_CPUS": str(res.cpus),
             "HAL_MEMORY_MIB": str(memory_mib),
@@ -169,7 +175,11 @@ class Bootstrap:
     def _saved(self) -> Launch | None:
         try:
             data = json.loads((self.state_dir / "launch.json").read_text())
-            return Launch(server_url=str(data["server_url"]), token=str(data["token"]))
+            return Launch(
+                server_url=str(data["server_url"]),
+                token=str(data["token"]),
+                ca_pem=str(data.get("ca_pem", "")),
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

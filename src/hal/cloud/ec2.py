@@ -106,6 +106,10 @@ DEFAULT_USER_DATA = """\
 #!/bin/sh
 # written by HAL: run the agent that joins the control plane as node {node}
 export HAL_TOKEN={token}
+CA={ca_pem}  # the site CA's PEM for an https control plane ("" for none)
+if [ -n "$CA" ]; then
+  mkdir -p /etc/hal && printf '%s' "$CA" > /etc/hal/ca.pem && export HAL_CA_FILE=/etc/hal/ca.pem
+fi
 exec hal agent --server {server_url} --name {node} --cpus {cpus} --memory {memory_mib}M \
 --gpus {gpus}\
 """
@@ -344,6 +348,7 @@ def _values(group: NodeGroup, name: str, launch: Launch) -> dict[str, str]:
         "gpus": str(group.resources.gpus),
         "features": ",".join(group.features),
         "gpu_type": group.gpu_model,
+        "ca_pem": launch.ca_pem,
     }
     return {k: shlex.quote(v) for k, v in values.items()}
 

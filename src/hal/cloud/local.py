@@ -149,6 +149,10 @@ class LocalProvider:
             cmd += ["--interruption-notice", imds.url]
         cmd += self.agent_args
         env = {**os.environ, "HAL_TOKEN": launch.token, "HAL_URL": launch.server_url}
+        if launch.ca_pem:  # an https server: the agent trusts the CA the launch names
+            ca = node_dir / "ca.pem"
+            ca.write_text(launch.ca_pem)
+            env["HAL_CA_FILE"] = str(ca)
         try:
             with open(node_dir / "agent.log", "ab") as out:
                 proc = subprocess.Popen(

@@ -54,10 +54,13 @@ class Instance:
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """What an instance's agent needs to join: the control plane's URL and a token."""
+    """What an instance's agent needs to join: the control plane's URL (or several,
+    comma-separated, for a failover pair), a token, and the PEM of the CA it is to trust
+    for an https server ("" for plain HTTP or a CA the image already trusts)."""
 
     server_url: str
     token: str
+    ca_pem: str = ""
 
 
 @dataclass(frozen=True, slots=True)

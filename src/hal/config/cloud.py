@@ -6,7 +6,10 @@ as groups of one machine kind each)::
     [cloud]
     interval_seconds = 10          # how often the autoscaler looks (default 10)
     pending_seconds = 10           # no job gets new nodes before it has waited this long
-    server_url = ""                # the URL new nodes' agents join (default: the server's)
+    server_url = ""                # the URL new nodes' agents join (default: the server's);
+                                   # several, comma-separated, for servers with standbys
+    ca_file = ""                   # the CA new nodes trust for an https server (default:
+                                   # the server's HAL_CA_FILE); its PEM goes in their launch
     price_interval_seconds = 300   # how often prices are read from providers that publish them
     burst_after = "0"              # a job's patience without --burst-after (hal.cloud.burst)
     burst_after_by_qos = { scavenger = "never" }
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hal.config.priority import fail, positive_seconds, unknown_key, whole_number
@@ -53,6 +57,7 @@ CLOUD_KEYS = (
     "pending_seconds",
     "price_interval_seconds",
     "server_url",
+    "ca_file",
     "burst_after",
     "burst_after_by_qos",
     "burst_after_by_partition",
@@ -86,12 +91,36 @@ class CloudConfig:
     interval_seconds: float = 10.0
     pending_seconds: float = 10.0
     server_url: str = ""  # "": the server's own URL
+    ca_file: str = ""  # "": the server's HAL_CA_FILE, if any (``ca_pem``)
     price_interval_seconds: float = 300.0  # published prices are read this often
     # a job's patience before new nodes are made for it, when it gives no --burst-after
     # (hal.cloud.burst): its QoS's, else its partition's, else burst_after
     burst_after: Patience = field(default_factory=Patience)
     burst_after_by_qos: Mapping[str, Patience] = field(default_factory=dict)
     burst_after_by_partition: Mapping[str, Patience] = field(default_factory=dict)
+
+
+WEB = ("http://", "https://")
+PEM_CERT = "-----BEGIN CERTIFICATE-----"
+
+
+def _ca_file(path: Any, source: str) -> str:
+    """``ca_file``: a readable PEM certificate, checked now rather than at a launch."""
+    if not isinstance(path, str):
+        raise fail(source, "cloud.ca_file", f"must be a file's path (got {path!r})")
+    if path:
+        try:
+            text = Path(path).read_text(errors="replace")
+        except OSError as err:
+            raise fail(source, "cloud.ca_file", f"cannot read {path}: {err.strerror}") from None
+        if PEM_CERT not in text:
+            raise fail(
+                source,
+                "cloud.ca_file",
+                f"{path} holds no PEM certificate; name the site CA's certificate "
+                "(`hal certs init` wrote ca.pem)",
+            )
+    return path
 
 
 def cloud_from_table(table: Any, source: str) -> CloudConfig:
@@ -109,11 +138,15 @@ def cloud_from_table(table: Any, source: str) -> CloudConfig:
             table["price_interval_seconds"], source, "cloud.price_interval_seconds"
         )
     url = table.get("server_url", "")
-    if not isinstance(url, str) or (url and not url.startswith(("http://", "https://"))):
+    urls = [u.strip().rstrip("/") for u in url.split(",")] if isinstance(url, str) else [""]
+    if not isinstance(url, str) or (url and not all(u.startswith(WEB) for u in urls)):
         raise fail(
-            source, "cloud.server_url", f'must be a URL like "http://head:8080" (got {url!r})'
+            source,
+            "cloud.server_url",
+            f'must be a URL like "http://head:8080", or several separated by commas (got {url!r})',
         )
-    kwargs["server_url"] = url.rstrip("/")
+    kwargs["server_url"] = ",".join(urls) if url else ""
+    kwargs["ca_file"] = _ca_file(table.get("ca_file", ""), source)
     if "burst_after" in table:
         kwargs["burst_after"] = _duration(table["burst_after"], source, "cloud.burst_after")
     for key in ("burst_after_by_qos", "burst_after_by_partition"):

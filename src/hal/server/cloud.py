@@ -72,6 +72,7 @@ from hal.core.node import Node, Partition
 from hal.core.node_groups import NodeGroup
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
+from hal.host.tls import ca_file
 from hal.server import cloud_costs
 from hal.server.cloud_costs import Holders, expected_cost, payer
 from hal.server.cloud_token import agent_token, bind_nodes
@@ -206,7 +207,19 @@ class CloudService:
         self._waiting_since: dict[int, float] = {}
 
     def launch(self) -> Launch:
-        return Launch(self.config.server_url or self.url, self.token)
+        """What new nodes join with; an https server's CA goes with it (``[cloud]
+        ca_file``, else the server's ``HAL_CA_FILE``), read at each launch so a renewed CA
+        is the one sent. One that cannot be read is logged and left out: the node may
+        trust the CA through its image."""
+        url = self.config.server_url or self.url
+        ca_pem = ""
+        path = ca_file(self.config.ca_file or None)
+        if path and "https://" in url:
+            try:
+                ca_pem = Path(path).read_text()
+            except OSError as err:
+                log.warning("cloud: cannot read the CA %s for new nodes: %s", path, err)
+        return Launch(url, self.token, ca_pem)
 
     def configure(self, config: CloudConfig, providers: Mapping[str, Provider]) -> None:
         """Take a new ``[cloud]`` (``scontrol reconfigure``; ``providers``: its groups',

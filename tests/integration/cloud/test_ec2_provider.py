@@ -176,6 +176,29 @@ def test_user_data_starts_the_agent(
     assert (args.gpus, args.features, args.gpu_type) == (1, "cloud,c7i", "nvidia_a100")
 
 
+def test_user_data_gives_the_agent_the_site_ca(
+    make_group: MakeGroup, settings: dict[str, str], cluster: str, tmp_path: Path
+) -> None:
+    """For an https server the launch's CA is written on the instance and the agent
+    trusts it (``HAL_CA_FILE``): a PEM's newlines and any quote survive the script."""
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB'x\n-----END CERTIFICATE-----\n"
+    launch = Launch(server_url="https://a:8470,https://b:8470", token="t", ca_pem=pem)
+    script = Ec2Provider(make_group(**settings), cluster).render("burst1", launch)
+    etc = tmp_path / "etc"
+    path = tmp_path / "user-data"
+    path.write_text(script.replace("/etc/hal", str(etc)))  # not this machine's /etc
+    stand_in = tmp_path / "bin" / "hal"
+    stand_in.parent.mkdir()
+    out = tmp_path / "out"
+    stand_in.write_text(f'#!/bin/sh\nprintf "%s\\n" "$HAL_CA_FILE" "$3" > {out}\n')
+    stand_in.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stand_in.parent}:{os.environ['PATH']}"}
+    env.pop("HAL_CA_FILE", None)
+    subprocess.run(["sh", str(path)], check=True, env=env)
+    assert out.read_text().splitlines() == [str(etc / "ca.pem"), launch.server_url]
+    assert (etc / "ca.pem").read_text() == pem
+
+
 def test_default_user_data_offers_no_gpus_and_features_the_group_lacks(
     make_group: MakeGroup, settings: dict[str, str], cluster: str, launch: Launch
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,6 +96,9 @@ def group(**changes: Any) -> dict[str, Any]:
             "node g2 is also in group 'g'",
         ),
         ({"server_url": "head:8080"}, 'must be a URL like "http://head:8080"'),
+        ({"server_url": "https://a:1,b:2"}, "or several separated by commas"),
+        ({"ca_file": "/nonexistent/ca.pem"}, "cannot read /nonexistent/ca.pem"),
+        ({"ca_file": 3}, "must be a file's path"),
         ({"pending_seconds": -1}, "must be a number of seconds > 0"),
         ({"groups": {"name": "g"}}, "write each group as a [[cloud.groups]] table"),
     ],
@@ -173,3 +177,18 @@ def test_a_spot_group_and_list_settings_are_taken() -> None:
     assert (groups[0].market, groups[0].max_price) == ("spot", 0.25)
     assert (groups[1].market, groups[1].max_price) == ("on_demand", 0.0)
     assert groups[1].settings == {"regions": "a,b"}
+
+
+def test_several_urls_and_a_ca_file_are_taken(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    table = {"server_url": "https://a:8470/, https://b:8470", "ca_file": str(ca)}
+    config = config_from_dict({"cloud": table}).cloud
+    assert config.server_url == "https://a:8470,https://b:8470"
+    assert config.ca_file == str(ca)
+
+
+def test_a_ca_file_without_a_certificate_is_refused(tmp_path: Path) -> None:
+    key = tmp_path / "key.pem"
+    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    assert "holds no PEM certificate" in refusal({"ca_file": str(key)})
