@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import os
 import signal
 import socket
@@ -30,10 +31,12 @@ from hal.cache.auth import cache_token
 from hal.config.model import HalConfig
 from hal.core.clock import Clock
 from hal.core.errors import Conflict, InvalidRequest
-from hal.host.tls import ServerTls, peer_names
+from hal.host.tls import ServerTls, TlsSetupError, peer_names
 from hal.observe.listener import TOKEN_ENV as METRICS_TOKEN_ENV
 from hal.observe.logging import uvicorn_log_config
 from hal.server.control_plane import ControlPlane, cache_db_url
+
+log = logging.getLogger(__name__)
 
 CACHE_PREFIX = "/cache"  # where --cache-control-plane mounts the cache control plane
 
@@ -64,6 +67,18 @@ class HalServer(ControlPlane):
         self.app.state.metrics_token = os.environ.get(METRICS_TOKEN_ENV, "").strip() or None
         self._uvicorn: uvicorn.Server | None = None  # while ``serve`` runs
         self.on_fenced = self._stop_serving
+
+    def _reload_tls(self, tls: ServerTls | None) -> None:
+        """SIGHUP: serve the certificate files as they are now (renewed in place)."""
+        server = self._uvicorn
+        if tls is None or server is None or server.config.ssl is None:
+            return
+        try:
+            tls.reload(server.config.ssl)
+        except TlsSetupError as err:
+            log.error("SIGHUP: kept the TLS certificate served until now: %s", err)
+        else:
+            log.info("SIGHUP: serving the TLS certificate %s as it is now", tls.cert)
 
     def _stop_serving(self) -> None:
         if self._uvicorn is not None:
@@ -115,9 +130,13 @@ class HalServer(ControlPlane):
             loop.call_soon_threadsafe(start)
 
         if stop is None:
-            # `hal server`: SIGHUP re-reads the configuration, as slurmctld's
-            # (`hal up` and embedders own their signals: there it means stop)
-            loop.add_signal_handler(signal.SIGHUP, self._reconfigure_on_hangup)
+            # `hal server`: SIGHUP re-reads the configuration, as slurmctld's, and the TLS
+            # certificate (`hal up` and embedders own their signals: there it means stop)
+            def hangup() -> None:
+                self._reload_tls(tls)
+                self._reconfigure_on_hangup()
+
+            loop.add_signal_handler(signal.SIGHUP, hangup)
             self._uvicorn = _Server(config, release)
             try:
                 await self._uvicorn.serve(sockets)

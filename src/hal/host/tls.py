@@ -97,7 +97,7 @@ def explain(err: BaseException, host: str) -> str | None:
         if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
             return (
                 f"the certificate of {host} has expired; issue it a new one (`hal certs issue`) "
-                "and restart the server with it"
+                "and send the server SIGHUP (or restart it) to serve it"
             )
         if code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
             return f"the certificate of {host} is not valid yet; check the clocks of both machines"
@@ -157,6 +157,13 @@ class ServerTls:
 
     def context(self) -> ssl.SSLContext:
         return server_context(self.cert, self.key, self.client_ca)
+
+    def reload(self, ctx: ssl.SSLContext) -> None:
+        """Load the certificate and key files into the serving ``ctx`` again (a renewed
+        certificate): new handshakes get them, open connections keep theirs. A pair that
+        cannot be used raises ``TlsSetupError`` and ``ctx`` keeps the old one."""
+        check_pair(self.cert, self.key)  # on a scratch context: a bad pair leaves ctx whole
+        load_pair(ctx, self.cert, self.key)
 
 
 def verify_for(url: str) -> ssl.SSLContext | bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import signal
 import socket
 import ssl
 import subprocess
@@ -352,3 +353,39 @@ def test_plain_http_beyond_loopback_is_warned_about(tmp_path: Path, insecure: bo
         assert warned is not insecure, out.read_text()
     finally:
         stop_process(proc)
+
+
+def _served_serial(port: int, ca: str) -> int:
+    ctx = ssl.create_default_context(cafile=ca)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        cert = tls.getpeercert()
+    assert cert is not None
+    return int(str(cert["serialNumber"]), 16)
+
+
+def test_sighup_serves_a_renewed_certificate(tmp_path: Path, pki: Pki) -> None:
+    """The files overwritten with a new pair and SIGHUP: new handshakes get it; a broken
+    pair under SIGHUP is logged and the one served until then stays."""
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = live / "server.pem", live / "server.key"
+    cert.write_bytes((pki.dir / "localhost.pem").read_bytes())
+    key.write_bytes((pki.dir / "localhost.key").read_bytes())
+    for srv in _serve(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key)):
+        port = int(srv.url.rsplit(":", 1)[1])
+        first = _served_serial(port, pki.ca)
+        new_cert, new_key = issue(pki.dir, "renewed", dns=["localhost"], ips=["127.0.0.1"])
+        cert.write_bytes(new_cert.read_bytes())
+        key.write_bytes(new_key.read_bytes())
+        srv.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: _served_serial(port, pki.ca) != first, message="the new certificate")
+        renewed = _served_serial(port, pki.ca)
+        key.write_bytes((pki.dir / "node1.key").read_bytes())  # a key of another pair
+        srv.proc.send_signal(signal.SIGHUP)
+        log = srv.data / "server.log"
+        wait_until(lambda: "kept the TLS certificate" in log.read_text(), message="the refusal")
+        assert _served_serial(port, pki.ca) == renewed
+        assert srv.cli("sinfo", ca=pki.ca).returncode == 0
