@@ -375,17 +375,21 @@ def test_sighup_serves_a_renewed_certificate(tmp_path: Path, pki: Pki) -> None:
     cert.write_bytes((pki.dir / "localhost.pem").read_bytes())
     key.write_bytes((pki.dir / "localhost.key").read_bytes())
     for srv in _serve(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key)):
-        port = int(srv.url.rsplit(":", 1)[1])
-        first = _served_serial(port, pki.ca)
-        new_cert, new_key = issue(pki.dir, "renewed", dns=["localhost"], ips=["127.0.0.1"])
-        cert.write_bytes(new_cert.read_bytes())
-        key.write_bytes(new_key.read_bytes())
-        srv.proc.send_signal(signal.SIGHUP)
-        wait_until(lambda: _served_serial(port, pki.ca) != first, message="the new certificate")
-        renewed = _served_serial(port, pki.ca)
-        key.write_bytes((pki.dir / "node1.key").read_bytes())  # a key of another pair
-        srv.proc.send_signal(signal.SIGHUP)
-        log = srv.data / "server.log"
-        wait_until(lambda: "kept the TLS certificate" in log.read_text(), message="the refusal")
-        assert _served_serial(port, pki.ca) == renewed
-        assert srv.cli("sinfo", ca=pki.ca).returncode == 0
+        _renew_under_sighup(srv, cert, key, pki)
+
+
+def _renew_under_sighup(srv: Server, cert: Path, key: Path, pki: Pki) -> None:
+    port = int(srv.url.rsplit(":", 1)[1])
+    first = _served_serial(port, pki.ca)
+    new_cert, new_key = issue(pki.dir, "renewed", dns=["localhost"], ips=["127.0.0.1"])
+    cert.write_bytes(new_cert.read_bytes())
+    key.write_bytes(new_key.read_bytes())
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: _served_serial(port, pki.ca) != first, message="the new certificate")
+    renewed = _served_serial(port, pki.ca)
+    key.write_bytes((pki.dir / "node1.key").read_bytes())  # a key of another pair
+    srv.proc.send_signal(signal.SIGHUP)
+    log = srv.data / "server.log"
+    wait_until(lambda: "kept the TLS certificate" in log.read_text(), message="the refusal")
+    assert _served_serial(port, pki.ca) == renewed
+    assert srv.cli("sinfo", ca=pki.ca).returncode == 0
