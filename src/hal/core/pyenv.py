@@ -185,30 +185,31 @@ def _logical_lines(text: str) -> list[str]:
 def read_lock(path: str, cwd: str = "") -> dict[str, str]:
     """The files ``--python-env=PATH`` names, read on the submitting host: a requirements
     file, or a ``pyproject.toml``/``uv.lock`` (either, or their folder) with the other
-    beside it; ``NAME@VERSION`` (``is_artifact_name``): ``{"artifact": NAME@VERSION}``."""
+    beside it; ``NAME@VERSION`` (``is_artifact_name``): ``{"artifact": NAME@VERSION}``.
+    A relative path is read in ``cwd``, and said as it was given."""
     if is_artifact_name(path, cwd):
         return {ARTIFACT_KEY: path.strip()}
-    path = os.path.join(cwd, path)  # (an absolute path stays as it is)
-    folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
+    is_dir = os.path.isdir(os.path.join(cwd, path))  # (an absolute path stays as it is)
+    folder = path if is_dir else os.path.dirname(path) or "."
     name = os.path.basename(path)
-    if os.path.isdir(path) or name in PROJECT_FILES:
+    if is_dir or name in PROJECT_FILES:
         files = {}
         for wanted in PROJECT_FILES:
             full = os.path.join(folder, wanted)
-            if not os.path.isfile(full):
+            if not os.path.isfile(os.path.join(cwd, full)):
                 raise InvalidRequest(
                     f"--python-env: {full} not found: a uv project needs pyproject.toml and "
                     "uv.lock side by side (run `uv lock`), or give a requirements file",
                     field="python_env",
                 )
-            files[wanted] = _read(full)
+            files[wanted] = _read(full, cwd)
         return files
-    return {REQUIREMENTS_FILE: _read(path)}
+    return {REQUIREMENTS_FILE: _read(path, cwd)}
 
 
-def _read(path: str) -> str:
+def _read(path: str, cwd: str) -> str:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(os.path.join(cwd, path), encoding="utf-8") as f:
             return f.read()
     except UnicodeDecodeError as err:
         raise InvalidRequest(f"--python-env: {path} is not UTF-8 text ({err.reason})") from err
