@@ -107,6 +107,22 @@ def choose_runtime(podman: str | None, runtimes: dict[str, str], unified_only: b
     raise ContainerError(f"this node has no OCI runtime podman can use here: install {wanted}")
 
 
+def find_runtime(folder: Path) -> Runtime:
+    """podman and the OCI runtime it can use on this host, with HAL's containers.conf
+    written in ``folder``; ContainerError saying what to install where there is none.
+    The agent's containers use it, and so do image builds (``hal artifact push
+    --dockerfile``): podman's defaults fail on hosts that refuse ``setrlimit`` in a
+    container, or that crun's cgroup layout check refuses."""
+    found = {n: p for n in ("crun", "runc") if (p := shutil.which(n) or _sbin(n))}
+    podman = shutil.which("podman")
+    oci = choose_runtime(podman, found, unified_cgroups_only())
+    assert podman is not None  # (choose_runtime said so)
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = folder / "containers.conf"
+    conf.write_text(CONF.format(runtime=Path(oci).name))
+    return Runtime(podman, oci, str(conf), os.geteuid() != 0)
+
+
 def unified_cgroups_only(mounts: str = "/proc/self/mounts") -> bool:
     """Whether the host mounts the cgroup2 hierarchy and no cgroup1 one."""
     try:
@@ -131,15 +147,8 @@ class Containers:
     def runtime(self) -> Runtime:
         """The node's runtime, found once; ContainerError where there is none."""
         if self._runtime is None:
-            found = {n: p for n in ("crun", "runc") if (p := shutil.which(n) or _sbin(n))}
-            oci = choose_runtime(shutil.which("podman"), found, unified_cgroups_only())
-            self.folder.mkdir(parents=True, exist_ok=True)
-            conf = self.folder / "containers.conf"
-            conf.write_text(CONF.format(runtime=Path(oci).name))
-            podman = shutil.which("podman")
-            assert podman is not None  # (choose_runtime said so)
-            self._runtime = Runtime(podman, oci, str(conf), os.geteuid() != 0)
-            log.info("containers run with podman and %s (%s)", Path(oci).name, conf)
+            self._runtime = find_runtime(self.folder)
+            log.info("containers run with podman and %s (%s)", self._runtime.oci, self.folder)
         return self._runtime
 
     async def prepare(self, job_id: int, pin: ContainerPin) -> Prepared:

@@ -14,6 +14,10 @@ recently used go first, never one a job on the node holds.
   folder take turns on a lock file. The environment is built in place (a venv cannot
   move), then made read-only, and ``ready`` is written last: a half-built one is removed
   and built again.
+- **conda-pack**: a conda environment published as an archive (``kind`` conda) is
+  fetched through the artifact cache (its file kept as it is), then unpacked and
+  relocated once per node per digest (``hal.agent.conda``) in ``SHA256.conda/env``, with
+  the same lock, ``ready`` mark, holds and failure memory.
 - **Failure**: the resolver's message fails the job (its error file, and the launch's
   reason). The failure is remembered (``.failed/SHA256``) for ``FAILED_FOR_S``: jobs with
   the same lock fail at once with it instead of building again; a corrected lock is
@@ -34,9 +38,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hal.agent import conda
 from hal.agent.artifacts import READY, ArtifactCache, read_only, remove_tree
 from hal.agent.plan import filename_fields, resolve_user
-from hal.core.pyenv import UV
+from hal.core.artifacts import PROGRAM
+from hal.core.pyenv import CONDA, UV
 from hal.slurm.filenames import output_paths
 from hal.slurm.job_variables import DEFAULT_PATH
 from hal.wire.agent import Launch, PythonEnvPin
@@ -82,15 +88,29 @@ class PythonEnvs:
         self, job_id: int, pin: PythonEnvPin, environment: dict[str, str]
     ) -> dict[str, str]:
         """``environment`` with the job's Python environment active, built first if new."""
+        archive: Path | None = None
         try:
-            self.cache.hold(job_id, [pin.sha256 + SUFFIX])
-            place = await self._ensure(pin)
+            self.cache.hold(job_id, [pin.sha256 + suffix(pin)])  # (eviction spares it now)
+            ready = (self.root / (pin.sha256 + suffix(pin)) / READY).exists()
+            if pin.kind == CONDA and not ready:  # (its archive is needed to unpack it)
+                archive = await self._archive(job_id, pin)
+            place = await self._ensure(pin, archive)
         except OSError as err:  # this node's disk, not the lock
             raise PythonEnvError(f"cannot keep an environment on this node: {err}") from err
+        if pin.kind == CONDA:
+            return conda.activated(place / "env", pin.sha256, environment)
         return activated(place / "venv", pin.sha256, environment)
 
-    async def _ensure(self, pin: PythonEnvPin) -> Path:
-        place = self.root / (pin.sha256 + SUFFIX)
+    async def _archive(self, job_id: int, pin: PythonEnvPin) -> Path:
+        """A conda-pack archive's file here (fetched once, held for the job); it is kept
+        as it is (a program's copy), unpacked in the environment's own folder."""
+        if pin.artifact is None:
+            raise PythonEnvError("the job's conda environment names no artifact")
+        kept = pin.artifact.model_copy(update={"kind": PROGRAM})
+        return await self.cache.copy(job_id, kept) / "file"
+
+    async def _ensure(self, pin: PythonEnvPin, archive: Path | None = None) -> Path:
+        place = self.root / (pin.sha256 + suffix(pin))
         if (place / READY).exists():
             with contextlib.suppress(OSError):
                 os.utime(place / READY)  # recently used: evicted last
@@ -98,7 +118,7 @@ class PythonEnvs:
         running = self._building.get(pin.sha256)
         if running is None:
             self._check_failed(pin.sha256)
-            running = asyncio.ensure_future(self._build(pin, place))
+            running = asyncio.ensure_future(self._build(pin, place, archive))
             self._building[pin.sha256] = running
             running.add_done_callback(lambda _: self._building.pop(pin.sha256, None))
         return await asyncio.shield(running)
@@ -114,10 +134,10 @@ class PythonEnvs:
                     "submit again; a changed lock is a new environment)"
                 )
 
-    async def _build(self, pin: PythonEnvPin, place: Path) -> Path:
+    async def _build(self, pin: PythonEnvPin, place: Path, archive: Path | None) -> Path:
         started = time.monotonic()
         try:
-            built = await asyncio.to_thread(self._build_locked, pin, place)
+            built = await asyncio.to_thread(self._build_locked, pin, place, archive)
         except PythonEnvError as err:
             self.failures += 1
             (self.root / FAILED).mkdir(parents=True, exist_ok=True)
@@ -130,7 +150,7 @@ class PythonEnvs:
             await asyncio.to_thread(self.cache.evict, set(self.cache.live_jobs()))
         return place
 
-    def _build_locked(self, pin: PythonEnvPin, place: Path) -> bool:
+    def _build_locked(self, pin: PythonEnvPin, place: Path, archive: Path | None) -> bool:
         """Build under the folder's lock; False when another agent built it meanwhile."""
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / f".{pin.sha256}.lock", "w") as lock:
@@ -141,11 +161,32 @@ class PythonEnvs:
                 remove_tree(place)  # one left half-built
             place.mkdir(mode=0o755)
             try:
-                build(pin, place, self.python)
+                if pin.kind == CONDA:
+                    unpack_conda(pin, place, archive)
+                else:
+                    build(pin, place, self.python)
             except BaseException:
                 remove_tree(place)
                 raise
             return True
+
+
+def suffix(pin: PythonEnvPin) -> str:
+    """The folder's suffix beside the artifacts' copies: a lock's venv or a conda prefix."""
+    return conda.SUFFIX if pin.kind == CONDA else SUFFIX
+
+
+def unpack_conda(pin: PythonEnvPin, place: Path, archive: Path | None) -> None:
+    """The conda-pack ``archive`` of ``pin`` unpacked and relocated in ``place/env``."""
+    a = pin.artifact
+    name = f"{a.name}@{a.version}" if a is not None else pin.sha256[:12]
+    if archive is None:  # (it was ready when the job started, and removed since)
+        raise PythonEnvError(f"{name}: the environment went while it was wanted: run it again")
+    try:
+        conda.unpack(archive, place / "env", name)
+    except conda.CondaError as err:
+        raise PythonEnvError(str(err)) from err
+    _mark_ready(place)
 
 
 def build(pin: PythonEnvPin, place: Path, python: str) -> None:
@@ -174,6 +215,11 @@ def build(pin: PythonEnvPin, place: Path, python: str) -> None:
         _run([python, "-m", "venv", str(venv)], {})
         pip = [str(venv / "bin/python"), "-m", "pip", "install", "--no-input"]
         _run([*pip, "--disable-pip-version-check", "-r", requirements], {})
+    _mark_ready(place)
+
+
+def _mark_ready(place: Path) -> None:
+    """``ready`` (with the bytes it takes) last, and no write bits left."""
     size = sum(f.lstat().st_size for f in place.rglob("*") if f.is_file())
     (place / READY).write_text(str(size))
     read_only(place)

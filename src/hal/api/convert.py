@@ -517,7 +517,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         artifacts=[f"{a}" for a in spec.artifacts],
         artifact_digests=[f"{a}={a.sha256}" for a in pins_of(spec)],
         artifact_aliases=[f"{a.name}@{a.alias}={a.version}" for a in pins_of(spec) if a.alias],
-        python_env=f"{spec.python_env.kind}:{spec.python_env.sha256}" if spec.python_env else None,
+        python_env=spec.python_env.shown if spec.python_env else None,
         container=str(spec.container) if spec.container else None,
         near=[str(r) for r in spec.near],
         apart=[str(r) for r in spec.apart],

@@ -24,9 +24,34 @@ def add_commands(sub: Any) -> None:
         required=True,
         metavar="{push,list,show,pull,rm,promote,rollback,aliases,nodes}",
     )
-    push = verbs.add_parser("push", help="publish FILE as NAME@VERSION (versions never change)")
+    push = verbs.add_parser(
+        "push",
+        help="publish FILE (or an image built from --dockerfile) as NAME@VERSION (versions "
+        "never change)",
+    )
     push.add_argument("artifact", metavar="NAME@VERSION")
-    push.add_argument("file", type=Path, metavar="FILE", help="a tar or zip archive, or a program")
+    push.add_argument(
+        "file",
+        type=Path,
+        nargs="?",
+        default=None,
+        metavar="FILE",
+        help="a tar or zip archive, a program, or an OCI image tarball",
+    )
+    push.add_argument(
+        "--dockerfile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="build the image with podman here and publish it (kind image)",
+    )
+    push.add_argument(
+        "--context",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the build's context (default: the Dockerfile's folder)",
+    )
     push.add_argument(
         "--kind",
         choices=("archive", "program", "image"),
@@ -36,7 +61,7 @@ def add_commands(sub: Any) -> None:
         "an archive when it ends .tar, .tar.gz, .tgz, .tar.bz2, .tbz2, .tar.xz, .txz or .zip)",
     )
     push.add_argument("--json", action="store_true")
-    push.set_defaults(func=cmd_push)
+    push.set_defaults(func=cmd_push, late_positional="file", late_positional_type=Path)
     listing = verbs.add_parser("list", help="the published versions (of NAME), newest first")
     listing.add_argument("name", nargs="?", default=None, metavar="NAME")
     listing.add_argument("--json", action="store_true")
@@ -103,14 +128,42 @@ def cmd_push(ns: argparse.Namespace) -> int:
     from hal.client import HalClient
 
     name, version = _pinned(ns.artifact)
-    with HalClient() as client:
-        artifact, new = client.push_artifact(name, version, ns.file, ns.kind)
+    if ns.dockerfile is not None:
+        _check_build(ns)
+        from hal.cli.image_build import built_image, image_tag
+
+        tag = image_tag(name, version)
+        with built_image(ns.dockerfile, ns.context, tag) as archive, HalClient() as client:
+            artifact, new = client.push_artifact(name, version, archive, "image")
+    else:
+        if ns.file is None:
+            raise InvalidRequest(
+                "give the FILE to publish, or --dockerfile FILE to build an image from",
+                field="file",
+            )
+        if ns.context is not None:
+            raise InvalidRequest("--context goes with --dockerfile", field="context")
+        with HalClient() as client:
+            artifact, new = client.push_artifact(name, version, ns.file, ns.kind)
     if ns.json:
         print(artifact.model_dump_json(indent=2))
     else:
         said = "published" if new else "already published with this content:"
         print(f"{said} {artifact.name}@{artifact.version} ({_facts(artifact)})")
     return 0
+
+
+def _check_build(ns: argparse.Namespace) -> None:
+    if ns.file is not None:
+        raise InvalidRequest(
+            f"give either FILE ({ns.file}) or --dockerfile, not both", field="dockerfile"
+        )
+    if ns.kind not in (None, "image"):
+        raise InvalidRequest(
+            f"--dockerfile builds an image, not {'an' if ns.kind == 'archive' else 'a'} "
+            f"{ns.kind}: drop --kind",
+            field="kind",
+        )
 
 
 def cmd_list(ns: argparse.Namespace) -> int:

@@ -78,6 +78,7 @@ def _dispatch(args: list[str]) -> int:
     parser = build_parser(args)
     ns, extra = parser.parse_known_args(args)
     command = _command(parser, args)
+    extra = _late_positional(ns, extra)
     if extra:  # the command's usage, not the list of every command
         command.error(f"unrecognized arguments: {' '.join(extra)}")
     if not hasattr(ns, "func"):  # `hal data`: which actions it has
@@ -101,6 +102,19 @@ def exit_code(err: HalError) -> int:
         if code is not None:
             return code
     return 1
+
+
+def _late_positional(ns: argparse.Namespace, extra: list[str]) -> list[str]:
+    """A command's optional last positional (``late_positional``: its dest) given after an
+    option (``hal artifact push NAME@1 --kind image FILE``): Python 3.11's argparse
+    leaves it unparsed (it fills an optional positional with nothing at the first one)."""
+    dest = getattr(ns, "late_positional", "")
+    if not dest or getattr(ns, dest, None) is not None or len(extra) != 1:
+        return extra
+    if extra[0].startswith("-"):
+        return extra
+    setattr(ns, dest, getattr(ns, "late_positional_type", str)(extra[0]))
+    return []
 
 
 def _command(parser: argparse.ArgumentParser, args: list[str]) -> argparse.ArgumentParser:

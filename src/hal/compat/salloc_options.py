@@ -332,6 +332,8 @@ Options HAL accepts (anything else is refused with an error):
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
       --data=key[,key...]    --reservation=name        -L, --licenses=list
       --artifact=name[@version][,...]  published software on the nodes (HAL)
+      --python-env=lockfile|name@version  its steps run with this Python environment
+                             (a lock built on each node, or a conda-pack artifact; HAL)
       --container=name@version|/bundle  its steps run in this image or bundle (HAL)
       --near=rule[,rule...]  near jobs: [preferred=]job:ID|name:NAME[@LEVEL] (HAL)
       --apart=rule[,rule...] away from them, the same rules (HAL)

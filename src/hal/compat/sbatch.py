@@ -767,7 +767,7 @@ def _build_job(
             raise InvalidRequest("--partition needs a partition name", field="partition")
         fields["partition"] = ",".join(names)
     _resources(settings, fields, [] if warnings is None else warnings)
-    _scheduling(settings, fields, now, environ)
+    _scheduling(settings, fields, now, environ, cwd)
     _check_no_effect(settings)
     distribution = value("distribution")
     if distribution is not None:  # what the job's sruns read (Slurm's sbatch -m)
@@ -886,7 +886,11 @@ def nodes_for_tasks(ntasks: int, low: int, high: int) -> tuple[int, int, str]:
 
 
 def _scheduling(
-    settings: dict[str, Setting], fields: dict[str, object], now: float, environ: Mapping[str, str]
+    settings: dict[str, Setting],
+    fields: dict[str, object],
+    now: float,
+    environ: Mapping[str, str],
+    cwd: str,
 ) -> None:
     def text(dest: str) -> str | None:
         entry = settings.get(dest)
@@ -952,7 +956,7 @@ def _scheduling(
         from hal.core.data import parse_data_keys
 
         fields["data"] = list(parse_data_keys(data))
-    _software(text("artifact"), text("python_env"), text("container"), fields)
+    _software(text("artifact"), text("python_env"), text("container"), fields, cwd)
     mail_type = text("mail_type")
     if mail_type is not None:
         from hal.slurm.mail import parse_mail_type
@@ -1034,9 +1038,11 @@ def _software(
     python_env: str | None,
     container: str | None,
     fields: dict[str, object],
+    cwd: str,
 ) -> None:
     """``--artifact``, ``--python-env`` and ``--container``, refused here (before any
-    round trip) when the server would refuse them."""
+    round trip) when the server would refuse them. A lock file's relative path is read
+    from ``cwd`` (where the command runs)."""
     if artifacts is not None:
         from hal.core.artifacts import parse_requests
 
@@ -1045,7 +1051,7 @@ def _software(
     if python_env is not None:
         from hal.core.pyenv import make_python_env, read_lock
 
-        files = read_lock(python_env.strip())  # read here: the server cannot see this host
+        files = read_lock(python_env.strip(), cwd)  # read here: the server cannot see it
         make_python_env(files)  # sbatch's own refusal (an unpinned line), before the trip
         fields["python_env"] = files
     if container is not None:
@@ -1134,7 +1140,8 @@ Options HAL accepts (anything else is refused with an error):
       --burst-after=time|never  cloud nodes are made for it only when it would start
                              here this much later than on them (10m, 2h; HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)
-      --python-env=lockfile  a Python environment built from it on each node (HAL)
+      --python-env=lockfile|name@version  a Python environment built from the lock on
+                             each node, or a conda-pack artifact unpacked there (HAL)
       --container=name@version|/bundle  run in this image artifact or OCI bundle (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)
   -L, --licenses=list        licenses held while the job runs, e.g. matlab:2,ansys

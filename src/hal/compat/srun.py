@@ -173,6 +173,7 @@ OPTIONS = (
     Opt("licenses", ("licenses",), "L"),
     Opt("artifact", ("artifact",)),
     Opt("container", ("container",)),
+    Opt("python_env", ("python-env",)),
     Opt("near", ("near",)),
     Opt("apart", ("apart",)),
     Opt("burst_after", ("burst-after",)),
@@ -192,6 +193,7 @@ ALLOCATION_ONLY = frozenset(
         "licenses",
         "artifact",
         "container",
+        "python_env",
         "near",
         "apart",
         "latency_sensitive",
@@ -471,9 +473,15 @@ def srun(argv: list[str], console: Console) -> int:
 
         return run_allocated(argv, call, console)
     if call.allocation_only:
+        software = any(o.startswith(("--python-env", "--container")) for o in call.allocation_only)
         return console.error(
             f"{', '.join(call.allocation_only)}: shapes the allocation srun makes outside a "
             f"job; a step runs on its job's nodes (-w names some of them)"
+            + (
+                ", with the job's --python-env and --container: give them to sbatch or salloc"
+                if software
+                else ""
+            )
         )
     if jobid is not None and env.get("SLURM_JOB_ID") != str(jobid):
         # another job than the one srun runs in (if any): a step of it from outside

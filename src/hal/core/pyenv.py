@@ -2,16 +2,20 @@
 it names, pinned by content at submission. Pure: no I/O but ``read_lock``'s, on the
 submitting host.
 
-Two forms:
+Three forms:
 
 - ``requirements``: one requirements file whose every requirement is pinned
   (``name==version``, or a direct URL), hashes welcome; it is stored as
   ``requirements.txt``;
-- ``uv``: a project's ``pyproject.toml`` and the ``uv.lock`` beside it.
+- ``uv``: a project's ``pyproject.toml`` and the ``uv.lock`` beside it;
+- ``conda``: a conda environment packed with conda-pack and published as an artifact
+  (``--python-env=NAME@VERSION``; over REST ``{"artifact": "NAME@VERSION"}``), pinned
+  to its content at submission like ``--artifact``'s; the nodes unpack and relocate it.
 
-The files travel with the job (as its batch script does) and reach each node byte for
-byte; ``sha256`` over their names and contents names the environment on every node, so
-jobs with the same lock share one build there.
+The lock files travel with the job (as its batch script does) and reach each node byte
+for byte; ``sha256`` over their names and contents names the environment on every node,
+so jobs with the same lock share one build there. A conda environment's ``sha256`` is
+its archive's.
 """
 
 from __future__ import annotations
@@ -21,10 +25,13 @@ import os
 import re
 from dataclasses import dataclass
 
+from hal.core.artifacts import ARCHIVE, ArtifactRef, parse_request
 from hal.core.errors import InvalidRequest
 
 REQUIREMENTS = "requirements"
 UV = "uv"
+CONDA = "conda"
+ARTIFACT_KEY = "artifact"  # REST: python_env {"artifact": "NAME@VERSION"}
 REQUIREMENTS_FILE = "requirements.txt"
 PROJECT_FILES = ("pyproject.toml", "uv.lock")
 MAX_LOCK_BYTES = 4 * 1024 * 1024  # all files together
@@ -33,12 +40,21 @@ _PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*===?\s*[^\s;,]
 
 @dataclass(frozen=True, slots=True)
 class PythonEnv:
-    kind: str  # REQUIREMENTS or UV
-    sha256: str
-    files: tuple[tuple[str, str], ...]  # (file name, content), by name
+    kind: str  # REQUIREMENTS, UV or CONDA
+    sha256: str  # "" for a conda environment until it is pinned
+    files: tuple[tuple[str, str], ...]  # (file name, content), by name; () for conda
+    artifact: ArtifactRef | None = None  # CONDA: the conda-pack archive published
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.sha256[:12]}"
+
+    @property
+    def shown(self) -> str:
+        """As ``scontrol show job`` and the REST job show it: the lock's kind and sha256,
+        or ``conda:NAME@VERSION`` (its digest is among the job's artifact digests)."""
+        if self.artifact is not None:
+            return f"{CONDA}:{self.artifact}"
+        return f"{self.kind}:{self.sha256}"
 
 
 def digest_of(files: dict[str, str]) -> str:
@@ -51,7 +67,10 @@ def digest_of(files: dict[str, str]) -> str:
 
 
 def make_python_env(files: dict[str, str]) -> PythonEnv:
-    """Check a submission's lock files; the pin. Refuses what no node could build exactly."""
+    """Check a submission's lock files; the pin. Refuses what no node could build exactly.
+    ``{"artifact": "NAME@VERSION"}``: a conda-pack archive, pinned later (``pin_conda``)."""
+    if set(files) == {ARTIFACT_KEY}:
+        return conda_env(files[ARTIFACT_KEY])
     if set(files) == {REQUIREMENTS_FILE}:
         kind = REQUIREMENTS
         check_requirements(files[REQUIREMENTS_FILE])
@@ -64,8 +83,9 @@ def make_python_env(files: dict[str, str]) -> PythonEnv:
             )
     else:
         raise InvalidRequest(
-            f"python_env holds {sorted(files)}: give either {{'{REQUIREMENTS_FILE}': TEXT}} "
-            "or {'pyproject.toml': TEXT, 'uv.lock': TEXT}",
+            f"python_env holds {sorted(files)}: give {{'{REQUIREMENTS_FILE}': TEXT}}, "
+            "{'pyproject.toml': TEXT, 'uv.lock': TEXT} or {'artifact': 'NAME@VERSION'} "
+            "(a conda-pack archive published with hal artifact push)",
             field="python_env",
         )
     size = sum(len(v.encode()) for v in files.values())
@@ -76,6 +96,40 @@ def make_python_env(files: dict[str, str]) -> PythonEnv:
             field="python_env",
         )
     return PythonEnv(kind, digest_of(files), tuple(sorted(files.items())))
+
+
+def is_artifact_name(value: str, cwd: str = "") -> bool:
+    """Whether ``--python-env``'s value names a published conda environment
+    (``NAME@VERSION``) rather than a lock file: it has an ``@`` and no ``/``, and no file
+    or folder of that name is in ``cwd`` (a lock file wins)."""
+    text = value.strip()
+    return "@" in text and "/" not in text and not os.path.exists(os.path.join(cwd, text))
+
+
+def conda_env(text: str) -> PythonEnv:
+    """``NAME@VERSION`` (or ``NAME@ALIAS``): a conda environment published as an archive,
+    to be pinned to its content."""
+    if "@" not in text:
+        raise InvalidRequest(
+            f"--python-env={text!r}: name the conda environment's artifact with its version "
+            "(NAME@VERSION, NAME@ALIAS or NAME@latest), or give a lock file",
+            field="python_env",
+        )
+    name, version = parse_request(text)
+    return PythonEnv(CONDA, "", (), ArtifactRef(name, version, "", ARCHIVE))
+
+
+def pin_conda(env: PythonEnv, pinned: ArtifactRef) -> PythonEnv:
+    """The conda environment pinned to ``pinned`` (its registry entry); refused unless
+    that is an archive (conda-pack writes a tar.gz)."""
+    if pinned.kind != ARCHIVE:
+        raise InvalidRequest(
+            f"--python-env={pinned}: that artifact is a{'n' if pinned.kind[0] in 'aeiou' else ''} "
+            f"{pinned.kind}, not a conda-pack archive: pack the environment (conda pack -n ENV "
+            f"-o env.tar.gz) and publish it (hal artifact push {pinned.name}@VERSION env.tar.gz)",
+            field="python_env",
+        )
+    return PythonEnv(CONDA, pinned.sha256, (), pinned)
 
 
 def check_requirements(text: str) -> None:
@@ -128,30 +182,34 @@ def _logical_lines(text: str) -> list[str]:
     return out
 
 
-def read_lock(path: str) -> dict[str, str]:
+def read_lock(path: str, cwd: str = "") -> dict[str, str]:
     """The files ``--python-env=PATH`` names, read on the submitting host: a requirements
     file, or a ``pyproject.toml``/``uv.lock`` (either, or their folder) with the other
-    beside it."""
-    folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
+    beside it; ``NAME@VERSION`` (``is_artifact_name``): ``{"artifact": NAME@VERSION}``.
+    A relative path is read in ``cwd``, and said as it was given."""
+    if is_artifact_name(path, cwd):
+        return {ARTIFACT_KEY: path.strip()}
+    is_dir = os.path.isdir(os.path.join(cwd, path))  # (an absolute path stays as it is)
+    folder = path if is_dir else os.path.dirname(path) or "."
     name = os.path.basename(path)
-    if os.path.isdir(path) or name in PROJECT_FILES:
+    if is_dir or name in PROJECT_FILES:
         files = {}
         for wanted in PROJECT_FILES:
             full = os.path.join(folder, wanted)
-            if not os.path.isfile(full):
+            if not os.path.isfile(os.path.join(cwd, full)):
                 raise InvalidRequest(
                     f"--python-env: {full} not found: a uv project needs pyproject.toml and "
                     "uv.lock side by side (run `uv lock`), or give a requirements file",
                     field="python_env",
                 )
-            files[wanted] = _read(full)
+            files[wanted] = _read(full, cwd)
         return files
-    return {REQUIREMENTS_FILE: _read(path)}
+    return {REQUIREMENTS_FILE: _read(path, cwd)}
 
 
-def _read(path: str) -> str:
+def _read(path: str, cwd: str) -> str:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(os.path.join(cwd, path), encoding="utf-8") as f:
             return f.read()
     except UnicodeDecodeError as err:
         raise InvalidRequest(f"--python-env: {path} is not UTF-8 text ({err.reason})") from err

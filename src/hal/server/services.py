@@ -15,6 +15,7 @@ from hal.config.model import HalConfig
 from hal.core.container import check_pinned
 from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
+from hal.core.pyenv import pin_conda
 from hal.htc.process import BrokerProcess
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
@@ -86,6 +87,10 @@ class Services:
             (image,) = self.artifacts.pin([spec.container.image], where)
             container = check_pinned(replace(spec.container, image=image))
             spec = spec.with_changes(container=container)
+        env = spec.python_env
+        if env is not None and env.artifact is not None:  # a conda-pack archive
+            (pinned,) = self.artifacts.pin([env.artifact], where)
+            spec = spec.with_changes(python_env=pin_conda(env, pinned))
         return spec
 
     async def prime(self, specs: Iterable[JobSpec]) -> None:

@@ -68,7 +68,7 @@ def spec_to_json(spec: JobSpec) -> str:
             # (the alias only where the job named one: older records have 4 fields)
             value = [[a.name, a.version, a.sha256, a.kind, *_alias(a)] for a in value]
         elif name == "python_env" and value is not None:
-            value = [value.kind, value.sha256, [list(f) for f in value.files]]
+            value = _python_env(value)
         elif name == "container" and value is not None:
             i = value.image
             value = [value.bundle, [i.name, i.version, i.sha256, i.kind] if i else None]
@@ -76,6 +76,14 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [[r.job_id, r.name, r.level, r.required] for r in value]
         d[name] = value
     return json.dumps(d, separators=(",", ":"))
+
+
+def _python_env(env: PythonEnv) -> list[Any]:
+    """kind, sha256, files, and a conda-pack archive's pin (older records have 3 fields)."""
+    out: list[Any] = [env.kind, env.sha256, [list(f) for f in env.files]]
+    if (a := env.artifact) is not None:
+        out.append([a.name, a.version, a.sha256, a.kind, *_alias(a)])
+    return out
 
 
 def _alias(ref: ArtifactRef) -> list[str]:
@@ -90,8 +98,13 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     d["feedback_goals"] = tuple((str(n), str(g)) for n, g in d.get("feedback_goals", ()))
     d["artifacts"] = tuple(ArtifactRef(*a) for a in d.get("artifacts", ()))
     if d.get("python_env") is not None:
-        kind, sha256, files = d["python_env"]
-        d["python_env"] = PythonEnv(kind, sha256, tuple((str(n), str(c)) for n, c in files))
+        kind, sha256, files, *artifact = d["python_env"]
+        d["python_env"] = PythonEnv(
+            kind,
+            sha256,
+            tuple((str(n), str(c)) for n, c in files),
+            ArtifactRef(*artifact[0]) if artifact else None,
+        )
     if d.get("container") is not None:
         bundle, image = d["container"]
         d["container"] = Container(ArtifactRef(*image) if image else None, str(bundle))

@@ -216,4 +216,8 @@ def python_env_pin(spec: JobSpec) -> PythonEnvPin | None:
     if spec.python_env is None:
         return None
     env = spec.python_env
-    return PythonEnvPin(kind=env.kind, sha256=env.sha256, files=dict(env.files))
+    a = env.artifact  # a conda-pack archive's
+    artifact = (
+        ArtifactPin(name=a.name, version=a.version, sha256=a.sha256, kind=a.kind) if a else None
+    )
+    return PythonEnvPin(kind=env.kind, sha256=env.sha256, files=dict(env.files), artifact=artifact)

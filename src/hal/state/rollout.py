@@ -35,6 +35,7 @@ from sqlalchemy import delete, insert, select
 from hal.core.artifacts import LATEST, ArtifactRef, check_name
 from hal.core.errors import Conflict, InvalidRequest, NotFound
 from hal.core.job import Job, JobSpec
+from hal.core.pyenv import pin_conda
 from hal.predict.anomaly import FAILED_STATES, CanaryRule, CanaryVerdict, NodeFailures
 from hal.state import schema
 from hal.state.rows import EventRow
@@ -79,9 +80,11 @@ class Alias:
 
 
 def pins_of(spec: JobSpec) -> tuple[ArtifactRef, ...]:
-    """The artifacts a job pins: ``--artifact``'s, and ``--container``'s image."""
+    """The artifacts a job pins: ``--artifact``'s, ``--container``'s image and
+    ``--python-env``'s conda-pack archive."""
     image = spec.container.image if spec.container is not None else None
-    return (*spec.artifacts, image) if image is not None else spec.artifacts
+    conda = spec.python_env.artifact if spec.python_env is not None else None
+    return (*spec.artifacts, *(r for r in (image, conda) if r is not None))
 
 
 def canary_pick(name: str, alias: str, job_id: int, share: float) -> bool:
@@ -174,6 +177,11 @@ class Aliases:
                 # (a canary that is no image cannot run it: the alias's version does)
                 if chosen != image and chosen.kind == image.kind:
                     spec = spec.with_changes(container=replace(spec.container, image=chosen))
+            env = spec.python_env
+            if env is not None and env.artifact is not None:  # a conda-pack archive
+                chosen = self._choose_one(job.id, env.artifact)
+                if chosen != env.artifact and chosen.kind == env.artifact.kind:
+                    spec = spec.with_changes(python_env=pin_conda(env, chosen))
             out.append(job if spec is job.spec else replace(job, spec=spec))
         return out
 

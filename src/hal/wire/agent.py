@@ -313,12 +313,14 @@ class ArtifactPin(WireModel):
 
 
 class PythonEnvPin(WireModel):
-    """A job's Python environment: the node builds it from ``files`` once per ``sha256``
-    (hal.core.pyenv, hal.agent.pyenvs)."""
+    """A job's Python environment: the node builds it from ``files`` once per ``sha256``,
+    or unpacks a conda-pack ``artifact`` once per ``sha256`` (its content's)
+    (hal.core.pyenv, hal.agent.pyenvs, hal.agent.conda)."""
 
-    kind: str  # "requirements" or "uv"
+    kind: str  # "requirements", "uv" or "conda"
     sha256: str
-    files: dict[str, str]  # file name -> content
+    files: dict[str, str]  # file name -> content ({} for conda)
+    artifact: ArtifactPin | None = None  # conda: the archive, fetched as artifacts are
 
 
 class ContainerPin(WireModel):

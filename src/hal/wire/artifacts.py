@@ -63,7 +63,7 @@ class NodeCopy(WireModel):
     """One copy in a node's artifact cache."""
 
     sha256: str
-    kind: str  # "archive", "program" or "python-env" (an environment built from a lock)
+    kind: str  # "archive", "program", "python-env" (built from a lock) or "conda" (unpacked)
     size: int
     used: float  # when a job last deployed it (Unix time)
     held: bool  # a job running on the node uses it: never evicted

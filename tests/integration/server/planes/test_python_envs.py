@@ -156,7 +156,7 @@ def test_over_rest_the_lock_files_are_a_field_and_a_wrong_set_is_refused(
             timeout=10,
         )
     assert refused.status_code == 400, refused.text
-    assert "give either" in refused.text
+    assert "or {'artifact': 'NAME@VERSION'}" in refused.text
 
 
 def test_the_benchmark_reports_a_cold_build_and_the_warm_overhead() -> None:
