@@ -17,7 +17,7 @@ class FailoverPeer:
     """A HAL server as the failover contract has it answer: ``role`` is ``leader``,
     ``standby`` (redirecting to ``leader_url``, or 503 when that is empty) or ``lost``
     (it reads a request and closes without answering, as a leader killed mid-request).
-    A leader registers agents, accepts submissions (one job id per
+    A leader registers agents, answers the GETs of ``gets``, accepts submissions (one job id per
     ``Idempotency-Key``), says who the caller is, and streams ``events`` from ``after``;
     ``stream_cut`` events into a stream it hands leadership to ``successor`` and drops
     the connection."""
@@ -29,6 +29,7 @@ class FailoverPeer:
         self.accepted: dict[str, int] = {}  # Idempotency-Key -> job id
         self.stream_afters: list[str] = []
         self.registered: list[str] = []  # the nodes agents registered here
+        self.gets: dict[str, Any] = {}  # path -> what a leader answers a GET of it
         self.events: list[dict[str, Any]] = [
             {"id": i, "time": 1.0, "kind": "job.submitted", "job_id": i} for i in range(1, 5)
         ]
@@ -92,6 +93,8 @@ class FailoverPeer:
                 parts = urlsplit(self.path)
                 if parts.path == "/v1/users/me":
                     self._answer(200, {"name": "alice", "admin": False}, {})
+                elif parts.path in outer.gets:
+                    self._answer(200, outer.gets[parts.path], {})
                 elif parts.path == "/v1/events":
                     self._stream(int(parse_qs(parts.query)["after"][0]))
                 else:
