@@ -21,6 +21,11 @@ rule and each keeps its own I/O. How many rounds, and how long, is the caller's:
 retries for ``HAL_FAILOVER_TIMEOUT`` seconds (``failover_timeout``), an agent for ever
 with its own backoff.
 
+Each command is a new process, so the SDK also keeps the last leader of each address list
+in ``~/.cache/hal/leader.json`` (``LeaderCache``): the next command goes there first
+instead of waiting on a dead first address (a host that drops packets costs a connect
+limit each time). Only for a list of several: one address has nothing to remember.
+
 Imports nothing at module level but ``os``: every ``hal sbatch`` loads it (``hal.client``).
 """
 
@@ -129,6 +134,61 @@ class LeaderChoice:
 
     def round(self) -> Round:
         return Round(self)
+
+
+class LeaderCache:
+    """The last leader of each address list, kept between commands in
+    ``$XDG_CACHE_HOME/hal/leader.json`` (``{"a,b": "b"}``). A hint only: a file that
+    cannot be read or written is ignored, and a stale entry costs one failed try."""
+
+    __slots__ = ("_choice", "_known")
+
+    def __init__(self, choice: LeaderChoice) -> None:
+        self._choice = choice
+        self._known: str | None = None
+        if choice.leader is None:
+            leader = self._read().get(",".join(choice.urls))
+            if isinstance(leader, str) and leader:
+                choice.lead(leader)
+                self._known = leader
+        else:
+            self._known = choice.leader
+
+    def save(self) -> None:
+        """Write the choice's leader if it changed since it was read or last written."""
+        leader = self._choice.leader
+        if leader is None or leader == self._known:
+            return
+        self._known = leader
+        data = self._read()
+        data[",".join(self._choice.urls)] = leader
+        path = _cache_file()
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            from hal.client import cjson
+
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(cjson.dumps(data, compact=True))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # (a hint: the next command finds the leader again)
+
+    @staticmethod
+    def _read() -> dict[str, object]:
+        from hal.client import cjson
+
+        try:
+            with open(_cache_file(), "rb") as f:
+                data = cjson.loads(f.read())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def _cache_file() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "hal", "leader.json")
 
 
 class Round:

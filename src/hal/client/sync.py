@@ -8,7 +8,13 @@ import time
 from hal.client import cjson
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.records import records
-from hal.client.servers import FAILOVER_CONNECT_SECONDS, LeaderChoice, Round, failover_timeout
+from hal.client.servers import (
+    FAILOVER_CONNECT_SECONDS,
+    LeaderCache,
+    LeaderChoice,
+    Round,
+    failover_timeout,
+)
 from hal.client.transport import (
     Response,
     StreamRefused,
@@ -94,6 +100,8 @@ class HalClient:
         self._choice = LeaderChoice(self.config.urls)
         self._transports: dict[str, Transport] = {}
         self._stream_url = ""  # where the event stream was last opened
+        several = len(self._choice.urls) > 1
+        self._cache = LeaderCache(self._choice) if several else None
         for address in self._choice.urls:
             try:
                 self._transport(address)
@@ -280,6 +288,8 @@ class HalClient:
                     rnd.failed(url, str(err) or err.__class__.__name__)
                     continue
                 if rnd.answered(url, response.status, response.headers):
+                    if self._cache is not None:
+                        self._cache.save()
                     return response
             waited = time.monotonic() - started
             if waited >= limit:

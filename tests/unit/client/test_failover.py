@@ -9,6 +9,7 @@ each address answered. The peers here are small HTTP servers answering as the co
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -24,6 +25,12 @@ from hal.testing.failover_peer import FailoverPeer as Peer
 from hal.wire.submit import JobSubmit
 
 JOB = JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp")
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader file of this test's own (``~/.cache/hal/leader.json`` otherwise)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 @pytest.fixture
@@ -182,3 +189,20 @@ def test_a_round_follows_a_redirect_once_per_target_and_stops_at_loops() -> None
         assert not rnd.answered(url, 307, {"x-hal-leader": other, "x-hal-role": "standby"})
     assert len(seen) <= 5 and choice.leader is None
     assert "http://a:1: standby, the leader is at http://b:2 (307)" in rnd.summary()
+
+
+def test_the_next_command_goes_to_the_leader_first(peers: list[Peer], tmp_path: Path) -> None:
+    """A command found the leader behind a standby: the next command (a new process,
+    here a client with this process's memory cleared) reads it from the leader file and
+    never asks the standby."""
+    leader = peers[0]
+    standby = peers[1].standby(leader)
+    with client(standby.url, leader.url) as c:
+        c.submit(JOB)
+    saved = json.loads((tmp_path / "cache" / "hal" / "leader.json").read_text())
+    assert saved == {f"{standby.url},{leader.url}": leader.url}
+    LeaderChoice([standby.url, leader.url]).passed(leader.url)  # a new process knows none
+    asked = len(standby.posts)
+    with client(standby.url, leader.url) as c:
+        c.submit(JOB)
+    assert len(standby.posts) == asked and len(leader.accepted) == 2

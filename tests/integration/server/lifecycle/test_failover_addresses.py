@@ -18,7 +18,12 @@ def test_commands_and_an_agent_pass_a_dead_first_address(tmp_path: Path) -> None
     dead = f"http://127.0.0.1:{free_port()}"
     with LiveServer(tmp_path) as live:
         both = f"{dead},{live.url}"
-        env = {**live.env(), "HAL_URL": both, "HAL_FAILOVER_TIMEOUT": "20"}
+        env = {
+            **live.env(),
+            "HAL_URL": both,
+            "HAL_FAILOVER_TIMEOUT": "20",
+            "XDG_CACHE_HOME": str(tmp_path / "cache"),  # the leader file's
+        }
         log = open(tmp_path / "agent.log", "ab")  # noqa: SIM115 - the agent's, closed below
         agent = subprocess.Popen(
             [
@@ -76,15 +81,23 @@ def test_commands_and_an_agent_pass_a_dead_first_address(tmp_path: Path) -> None
             events = hal("events", "--no-follow")
             assert events.returncode == 0, events.stderr
             assert f'"job_id":{job}' in events.stdout.replace(" ", "")
+            remembered = (tmp_path / "cache" / "hal" / "leader.json").read_text()
+            assert f'"{both}":"{live.url}"' in remembered.replace(" ", "")
         finally:
             stop_process(agent)
             log.close()
 
 
-def test_no_live_address_names_each_and_what_it_answered() -> None:
+def test_no_live_address_names_each_and_what_it_answered(tmp_path: Path) -> None:
     """Both servers are down: the command says so for each, after HAL_FAILOVER_TIMEOUT."""
     dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
-    env = {**os.environ, "HAL_URL": ",".join(dead), "HAL_TOKEN": "t", "HAL_FAILOVER_TIMEOUT": "0"}
+    env = {
+        **os.environ,
+        "HAL_URL": ",".join(dead),
+        "HAL_TOKEN": "t",
+        "HAL_FAILOVER_TIMEOUT": "0",
+        "XDG_CACHE_HOME": str(tmp_path),
+    }
     done = subprocess.run(
         [sys.executable, "-m", "hal.cli.main", "squeue"],
         env=env,
