@@ -71,6 +71,8 @@ class ClientConfig:
     @property
     def urls(self) -> tuple[str, ...]:
         """The server addresses, in their order (one unless HAL_URL lists several)."""
+        if "," not in self.url:
+            return (self.url,)
         from hal.client.servers import server_urls
 
         return server_urls(self.url) or (self.url,)

@@ -8,13 +8,6 @@ import time
 from hal.client import cjson
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.records import records
-from hal.client.servers import (
-    FAILOVER_CONNECT_SECONDS,
-    LeaderCache,
-    LeaderChoice,
-    Round,
-    failover_timeout,
-)
 from hal.client.transport import (
     Response,
     StreamRefused,
@@ -36,6 +29,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any
 
+    from hal.client.servers import LeaderCache, LeaderChoice, Round
     from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
     from hal.wire.artifacts import AliasInfo, ArtifactInfo, NodeInventory
@@ -97,12 +91,18 @@ class HalClient:
                 )
             headers["Authorization"] = f"Bearer {self.config.token}"
         self._headers = headers
-        self._choice = LeaderChoice(self.config.urls)
+        # ``hal.client.servers`` is imported only where it is needed (several addresses,
+        # or a standby's answer): nearly every ``sbatch`` talks to one server, at once.
+        self._urls = self.config.urls
+        self._leaders: LeaderChoice | None = None
+        self._cache: LeaderCache | None = None
         self._transports: dict[str, Transport] = {}
         self._stream_url = ""  # where the event stream was last opened
-        several = len(self._choice.urls) > 1
-        self._cache = LeaderCache(self._choice) if several else None
-        for address in self._choice.urls:
+        if len(self._urls) > 1:
+            from hal.client.servers import LeaderCache
+
+            self._cache = LeaderCache(self._choice)
+        for address in self._urls:
             try:
                 self._transport(address)
             except ValueError as err:
@@ -117,11 +117,20 @@ class HalClient:
         for transport in self._transports.values():
             transport.close()
 
+    @property
+    def _choice(self) -> LeaderChoice:
+        """The addresses and which leads (``hal.client.servers``), made on first use."""
+        if self._leaders is None:
+            from hal.client.servers import LeaderChoice
+
+            self._leaders = LeaderChoice(self._urls)
+        return self._leaders
+
     def leader_url(self) -> str:
         """The leader's address, for a request made outside this client (a streamed
         upload): where several are given and none has answered yet, found with a small
         read first (whatever it answers: its errors are the later request's to say)."""
-        if len(self._choice.urls) > 1 and self._choice.leader is None:
+        if len(self._urls) > 1 and self._choice.leader is None:
             import contextlib  # (not on sbatch's path)
 
             with contextlib.suppress(HalError):
@@ -133,12 +142,13 @@ class HalClient:
         with a short limit (``FAILOVER_CONNECT_SECONDS``): the next may lead."""
         transport = self._transports.get(url)
         if transport is None:
-            alone = self._choice.urls == (url,)
+            connect_timeout: float | None = None
+            if self._urls != (url,):
+                from hal.client.servers import FAILOVER_CONNECT_SECONDS
+
+                connect_timeout = FAILOVER_CONNECT_SECONDS
             transport = Transport(
-                url,
-                self._headers,
-                self.config.timeout_seconds,
-                connect_timeout=None if alone else FAILOVER_CONNECT_SECONDS,
+                url, self._headers, self.config.timeout_seconds, connect_timeout=connect_timeout
             )
             self._transports[url] = transport
         return transport
@@ -240,15 +250,19 @@ class HalClient:
         """Send one request to the leader. One address: sent there, its failures raised
         as they are (the common case, one path as before failover); only a standby's
         answer starts a search. Several: ``_search``."""
-        rnd = self._choice.round()
-        if len(self._choice.urls) == 1:
-            url = self._choice.urls[0]
-            rnd.next_url()
+        if len(self._urls) == 1:
+            url = self._urls[0]
             response = self._transport(url).request(
                 method, path, params=params, body=body, headers=headers, timeout=timeout
             )
+            if response.status not in (307, 503):  # (no import: see above)
+                return response
+            rnd = self._choice.round()
+            rnd.next_url()
             if rnd.answered(url, response.status, response.headers):
                 return response
+        else:
+            rnd = self._choice.round()
         return self._search(
             rnd, method, path, params=params, body=body, headers=headers, timeout=timeout
         )
@@ -270,6 +284,8 @@ class HalClient:
         A request whose answer was lost moves on only where sending it twice is safe
         (``replayable``: reads, and submissions with their ``Idempotency-Key``); any
         other is raised, for ``_request`` to say it may have been carried out."""
+        from hal.client.servers import failover_timeout
+
         limit = failover_timeout()
         started = time.monotonic()
         resendable = replayable(method, params, headers)
@@ -666,7 +682,9 @@ class HalClient:
         from hal.wire.jobs import JobEvent
 
         patience = self.config.retry_seconds
-        if len(self._choice.urls) > 1:
+        if len(self._urls) > 1:
+            from hal.client.servers import failover_timeout
+
             patience = max(patience, failover_timeout())
         away: float | None = None  # since when a followed stream has had no server
         while True:
@@ -692,7 +710,7 @@ class HalClient:
                 why = str(err)
                 self._choice.passed(self._stream_url)
             now = time.monotonic()
-            if away is None and len(self._choice.urls) > 1:
+            if away is None and len(self._urls) > 1:
                 away = now  # a stream that was up: the next address may lead already
                 continue
             away = now if away is None else away
@@ -728,7 +746,7 @@ class HalClient:
 
     def _alone(self, rnd: Round) -> bool:
         """Whether the round's one address failed, as a client of one server does."""
-        return len(self._choice.urls) == 1 and len(rnd.tried) == 1 and not rnd.pending
+        return len(self._urls) == 1 and len(rnd.tried) == 1 and not rnd.pending
 
     # -- nodes, partitions, config --------------------------------------------------------
     def nodes(self) -> list[NodeInfo]:
