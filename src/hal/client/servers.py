@@ -11,7 +11,8 @@ SDK, the agents, ``hal emulate`` and HTC's clients:
 - move on to the next at a connection that fails, or a 503 whose ``X-HAL-Role`` is
   ``standby`` or ``starting`` (a standby that knows no leader yet);
 - follow a ``307`` carrying ``X-HAL-Leader`` (a standby naming the leader) with the same
-  method and body, even to an address not in the list (the leader's advertised URL);
+  method and body, even to an address not in the list (the leader's advertised URL, with
+  the path the address had: ``https://b:8470/cache/v1`` goes to ``LEADER/cache/v1``);
 - anything else is the leader's answer (a server from before failover, which sends no
   ``X-HAL-Role``, counts as one).
 
@@ -186,6 +187,14 @@ class LeaderCache:
         return data if isinstance(data, dict) else {}
 
 
+def _path_of(url: str) -> str:
+    """The path an address carries after its host (``/cache/v1`` of a cache control
+    plane inside the server), kept when a redirect names the leader by its bare URL."""
+    rest = url.partition("://")[2]
+    slash = rest.find("/")
+    return rest[slash:] if slash >= 0 else ""
+
+
 def _cache_file() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "hal", "leader.json")
@@ -242,7 +251,7 @@ class Round:
             self.tried.append((url, f"{role}, no leader answering yet (503)"))
             return False
         leader = server_urls(headers.get("x-hal-leader", ""))
-        target = leader[0] if leader else ""
+        target = leader[0] + _path_of(url) if leader else ""
         self.tried.append((url, f"standby, the leader is at {target} (307)"))
         if target and target != url and self._redirects < MAX_REDIRECTS:
             self._redirects += 1

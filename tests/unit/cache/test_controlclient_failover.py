@@ -1,6 +1,8 @@
 """A cache node given several control planes on one database
 (``--control-plane-events-url`` twice) moves on past one that refuses the connection, and
-says which refused when it is the only one."""
+says which refused when it is the only one. The control plane inside ``hal server``
+(``/cache/v1``) stands by with its server: its redirect names the leader's bare URL, and
+the node keeps the ``/cache/v1`` of its address there."""
 
 from __future__ import annotations
 
@@ -9,7 +11,11 @@ import socket
 
 import pytest
 
-from hal.cache.controlclient import ControlPlaneClient, ControlPlaneDown
+from hal.cache.controlclient import (
+    ControlPlaneClient,
+    ControlPlaneDown,
+    base_url_from_events_url,
+)
 from hal.testing.failover_peer import FailoverPeer
 
 
@@ -38,3 +44,21 @@ def test_a_cache_node_moves_to_the_next_control_plane() -> None:
         asyncio.run(scenario())
     finally:
         leader.close()
+
+
+def test_a_cache_node_follows_a_standby_server_to_the_leaders_cache_plane() -> None:
+    leader = FailoverPeer()
+    standby = FailoverPeer().standby(leader)
+    leader.gets["/cache/v1/instances/c1"] = {"id": "c1"}
+
+    async def scenario() -> None:
+        cp = ControlPlaneClient(base_url_from_events_url(f"{standby.url}/cache/v1/events"), "c1")
+        assert await cp.get_instance("c1") == {"id": "c1"}
+        assert cp.planes.leader == f"{leader.url}/cache/v1"
+        await cp.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        leader.close()
+        standby.close()
