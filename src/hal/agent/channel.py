@@ -11,6 +11,13 @@ tested with an in-process fake and the transport is tested alone::
      │                        can fix that; the agent says so and exits
      └── NodeForgotten        the server does not know this node (404): register again
 
+A channel given several server addresses (``hal agent --server A --server B``) sends each
+request to the leader among them by ``hal.client.servers``' rules: past a dead address or
+a standby, after a standby's redirect; a request no address takes as leader is
+``ChannelUnavailable`` naming each, and the shell's backoff tries again (the next round
+starts at the leader last seen). Sending a sync or a registration again is safe: reports
+carry their sequence numbers until acknowledged, and a registration replaces the last.
+
 ``OutputChannel`` is the optional second long poll of the job-output relay (ADR 0007):
 a channel that has it lets the control plane read job output on this node; the shell
 runs the relay only for such channels.
@@ -24,6 +31,7 @@ from typing import Protocol, runtime_checkable
 import httpx
 
 from hal.agent.artifacts import ArtifactMissing
+from hal.client.servers import LeaderChoice, not_leading, server_urls
 from hal.host.tls import explain, verify_for
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
 from hal.wire.output import OutputPoll, OutputReads
@@ -78,6 +86,9 @@ class OutputChannel(Protocol):
 
 
 class HttpAgentChannel:
+    """``server_url``: one address, or several (comma-separated) of which the leader is
+    found and followed."""
+
     def __init__(
         self,
         server_url: str,
@@ -88,13 +99,15 @@ class HttpAgentChannel:
         headers = {"User-Agent": "hal-agent"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self.server_url = server_url.rstrip("/")
+        self.servers = LeaderChoice(server_urls(server_url) or (server_url,))
+        self.server_url = ",".join(self.servers.urls)
         self._http = httpx.AsyncClient(
-            base_url=self.server_url,
             headers=headers,
             timeout=httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
             transport=transport,
-            verify=verify_for(self.server_url),  # HAL_CA_FILE, HAL_TLS_CERT (mutual TLS)
+            # HAL_CA_FILE, HAL_TLS_CERT (mutual TLS) where any is https: one site's
+            # servers share their CA
+            verify=verify_for(max(self.servers.urls, key=lambda url: url.startswith("https:"))),
         )
 
     async def register(self, request: AgentRegister) -> AgentRegistered:
@@ -112,11 +125,18 @@ class HttpAgentChannel:
         return OutputReads.model_validate_json(body)
 
     async def artifact(self, sha256: str, write: Callable[[bytes], object]) -> None:
-        """``ArtifactChannel``: the content a job pinned, streamed to ``write``."""
+        """``ArtifactChannel``: the content a job pinned, streamed to ``write``, from the
+        leader the syncs found (a standby's answer is ``ChannelUnavailable``: the fetch
+        is tried again, by then at the leader)."""
         path = f"/v1/agent/artifacts/{sha256}"
+        server = self.servers.current
         timeout = httpx.Timeout(ARTIFACT_READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
         try:
-            async with self._http.stream("GET", path, timeout=timeout) as response:
+            async with self._http.stream("GET", server + path, timeout=timeout) as response:
+                if not_leading(response.status_code, response.headers):
+                    await response.aread()
+                    self.servers.passed(server)
+                    raise ChannelUnavailable(f"{server}{path}: a standby: {_detail(response)}")
                 if response.status_code == 404:
                     await response.aread()
                     raise ArtifactMissing(f"the server has no such artifact: {_detail(response)}")
@@ -129,8 +149,9 @@ class HttpAgentChannel:
                 async for data in response.aiter_bytes():
                     write(data)
         except httpx.HTTPError as err:
+            self.servers.passed(server)
             raise ChannelUnavailable(
-                f"cannot read {self.server_url}{path}: {err.__class__.__name__}: {err}"
+                f"cannot read {server}{path}: {err.__class__.__name__}: {err}"
             ) from err
 
     async def aclose(self) -> None:
@@ -140,27 +161,34 @@ class HttpAgentChannel:
         timeout = httpx.Timeout(
             read_timeout or REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS
         )
-        try:
-            response = await self._http.post(
-                path,
-                content=content,
-                headers={"Content-Type": "application/json"},
-                timeout=timeout,
-            )
-        except httpx.HTTPError as err:
-            refused = explain(err, self.server_url)
-            if refused is not None:  # retried as any unreachable server, and logged so
-                raise ChannelUnavailable(f"{self.server_url}{path}: {refused}") from err
-            raise ChannelUnavailable(
-                f"cannot reach {self.server_url}{path}: {err.__class__.__name__}: {err}"
-            ) from err
-        if response.status_code == 404:
-            raise NodeForgotten(f"{path}: the server does not know this node")
-        if response.status_code in (401, 403):
-            raise CredentialRefused(response.status_code, _detail(response))
-        if response.status_code >= 400:
-            raise ChannelUnavailable(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
-        return response.content
+        rnd = self.servers.round()
+        while (server := rnd.next_url()) is not None:
+            try:
+                response = await self._http.post(
+                    server + path,
+                    content=content,
+                    headers={"Content-Type": "application/json"},
+                    timeout=timeout,
+                )
+            except httpx.HTTPError as err:
+                refused = explain(err, server)
+                rnd.failed(server, refused or f"{err.__class__.__name__}: {err}")
+                continue
+            if not rnd.answered(server, response.status_code, response.headers):
+                continue
+            if response.status_code == 404:
+                raise NodeForgotten(f"{path}: the server does not know this node")
+            if response.status_code in (401, 403):
+                raise CredentialRefused(response.status_code, _detail(response))
+            if response.status_code >= 400:
+                raise ChannelUnavailable(
+                    f"{path}: HTTP {response.status_code}: {response.text[:300]}"
+                )
+            return response.content
+        if len(rnd.tried) == 1:  # one server: retried as any unreachable one, and logged so
+            server, why = rnd.tried[0]
+            raise ChannelUnavailable(f"cannot reach {server}{path}: {why}")
+        raise ChannelUnavailable(f"{path}: {rnd.summary()}")
 
 
 def _detail(response: httpx.Response) -> str:

@@ -2,6 +2,11 @@
 
 Every call has a short timeout: a node must keep serving its clients while the control plane
 is slow or gone, so a failure here is an answer (``ControlPlaneDown``), never a hang.
+
+A node may be given several control planes on one database (``--control-plane-events-url``
+repeated, or a comma list): a call goes to the one that last answered, else in order, and
+moves on where sending it again is certainly safe (the connection was never made, or a
+standby answered as ``hal.client.servers`` describes), as HAL's own clients do.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from urllib.parse import quote
 import httpx
 
 from hal.cache.auth import auth_headers
+from hal.client.servers import LeaderChoice, server_urls
 from hal.host.tls import verify_for
 
 # An inventory goes in parts of at most this many keys (``--inventory-chunk-keys``) and
@@ -38,19 +44,26 @@ class ControlPlaneRejected(Exception):
 
 
 def base_url_from_events_url(events_url: str) -> str:
-    """The control-plane base is the events URL without ``/events`` (behaviour sheet)."""
-    url = events_url.rstrip("/")
-    return url[: -len("/events")] if url.endswith("/events") else url
+    """The control-plane base is the events URL without ``/events`` (behaviour sheet);
+    of a comma list, each one's, comma-separated."""
+    bases = []
+    for url in server_urls(events_url) or (events_url.rstrip("/"),):
+        bases.append(url[: -len("/events")] if url.endswith("/events") else url)
+    return ",".join(bases)
 
 
 class ControlPlaneClient:
+    """``base_url``: one control plane, or several comma-separated."""
+
     def __init__(self, base_url: str, instance_id: str, timeout_s: float = 2.0) -> None:
-        self.base = base_url.rstrip("/")
+        self.planes = LeaderChoice(server_urls(base_url) or (base_url,))
+        self.base = ",".join(self.planes.urls)
         self.instance_id = instance_id
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s, connect=min(0.5, timeout_s)),
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
-            verify=verify_for(self.base),  # HAL_CA_FILE for an https control plane
+            # HAL_CA_FILE where any control plane is https
+            verify=verify_for(max(self.planes.urls, key=lambda url: url.startswith("https:"))),
             headers=auth_headers(),
         )
 
@@ -75,10 +88,20 @@ class ControlPlaneClient:
             kwargs["headers"] = {"content-type": "application/json"}
         if limit_s is not None:
             kwargs["timeout"] = httpx.Timeout(limit_s, connect=min(0.5, limit_s))
-        try:
-            resp = await self._http.request(method, self.base + path, **kwargs)
-        except httpx.HTTPError as err:
-            raise ControlPlaneDown(f"{method} {path}: {err.__class__.__name__}") from err
+        rnd = self.planes.round()
+        while (base := rnd.next_url()) is not None:
+            try:
+                resp = await self._http.request(method, base + path, **kwargs)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as err:  # nothing was sent
+                rnd.failed(base, err.__class__.__name__)
+                continue
+            except httpx.HTTPError as err:
+                self.planes.passed(base)
+                raise ControlPlaneDown(f"{method} {path}: {err.__class__.__name__}") from err
+            if rnd.answered(base, resp.status_code, resp.headers):
+                break
+        else:
+            raise ControlPlaneDown(f"{method} {path}: {rnd.summary()}")
         if resp.status_code >= 500:
             raise ControlPlaneDown(f"{method} {path}: HTTP {resp.status_code}")
         try:

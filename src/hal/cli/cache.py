@@ -62,7 +62,9 @@ def add_commands(sub: Any) -> None:
     nd.add_argument(
         "--control-plane-events-url",
         required=True,
-        help="e.g. http://127.0.0.1:8480/v1/events (the base is this URL without /events)",
+        action="append",
+        help="e.g. http://127.0.0.1:8480/v1/events (the base is this URL without /events); "
+        "repeat it (or give a comma list) for several control planes on one database",
     )
     nd.add_argument("--max-bytes", type=int, default=0, help="maxmemory in bytes (0: unlimited)")
     nd.add_argument("--maxmemory-policy", default="noeviction")
@@ -244,7 +246,7 @@ def cmd_node(ns: argparse.Namespace) -> int:
         instance_id=ns.instance_id,
         listen_host=ns.listen_host,
         listen_port=ns.listen_port,
-        control_plane_url=base_url_from_events_url(ns.control_plane_events_url),
+        control_plane_url=base_url_from_events_url(",".join(ns.control_plane_events_url)),
         advertise_address=ns.advertise_address,
         max_bytes=parse_memory(str(ns.max_bytes)) or 0,
         policy=policy,

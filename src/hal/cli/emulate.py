@@ -27,7 +27,14 @@ def add_commands(sub: Any) -> None:
         "(HAL_EMULATE_RUNTIME=SECS in its environment, a '#HAL_EMULATE runtime=SECS' line "
         "in its script, else --runtime). For scale tests: docs/admin/scale.md.",
     )
-    p.add_argument("--server", default=None, help="control plane URL (default HAL_URL)")
+    p.add_argument(
+        "--server",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="control plane URL (default HAL_URL); repeat it (or give a comma list) for a "
+        "leader and its standbys: the nodes follow the leader",
+    )
     p.add_argument(
         "--token",
         default=None,
@@ -68,7 +75,7 @@ def cmd_emulate(ns: argparse.Namespace) -> int:
         raise InvalidRequest(
             "--nodes, --cpus and --concurrency: at least 1; --first and --runtime: at least 0"
         )
-    cfg = load_client_config(ns.server, ns.token)
+    cfg = load_client_config(",".join(ns.server) if ns.server else None, ns.token)
     if not cfg.token:
         raise InvalidRequest(
             "the emulator needs an agent token: --token or HAL_TOKEN (`hal user add NAME "

@@ -466,7 +466,7 @@ def cmd_agent(ns: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     _agent_security(ns)
-    cfg = load_client_config(ns.server, ns.token)
+    cfg = load_client_config(",".join(ns.server) if ns.server else None, ns.token)
     token = cfg.token
     if ns.token_file:
         try:

@@ -58,15 +58,23 @@ def add_logging_options(parser: argparse.ArgumentParser, *, console: bool = Fals
 
 
 def _client() -> httpx.Client:
+    """An httpx client for the streamed reads (``hal logs -f``), at the leader where
+    HAL_URL lists several servers (found by the SDK's rules)."""
     cfg = load_client_config()
     headers = {"Authorization": f"Bearer {cfg.token}"} if cfg.token else {}
     from hal.host.tls import verify_for
 
+    url = cfg.url
+    if len(cfg.urls) > 1:
+        from hal.client import HalClient
+
+        with HalClient(config=cfg) as hal:
+            url = hal.leader_url()
     return httpx.Client(
-        base_url=cfg.url,
+        base_url=url,
         headers=headers,
         timeout=httpx.Timeout(30, read=None),
-        verify=verify_for(cfg.url),  # HAL_CA_FILE
+        verify=verify_for(url),  # HAL_CA_FILE
     )
 
 

@@ -156,7 +156,14 @@ def add_tls_options(p: argparse.ArgumentParser) -> None:
 
 def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ag = sub.add_parser("agent", help="run a node agent that joins a control plane")
-    ag.add_argument("--server", default=None, help="control plane URL (default HAL_URL)")
+    ag.add_argument(
+        "--server",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="control plane URL (default HAL_URL); repeat it (or give a comma list) for a "
+        "leader and its standbys: the agent follows the leader",
+    )
     ag.add_argument(
         "--token",
         default=None,

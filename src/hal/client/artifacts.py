@@ -109,7 +109,7 @@ def _http(client: HalClient) -> httpx.Client:
         headers["Authorization"] = f"Bearer {client.config.token}"
     from hal.host.tls import verify_for
 
-    url = client.config.url
+    url = client.leader_url()
     return httpx.Client(base_url=url, headers=headers, timeout=TIMEOUT, verify=verify_for(url))
 
 

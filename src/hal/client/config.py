@@ -1,10 +1,13 @@
 """Where the server is and who we are.
 
-The URL comes from ``HAL_URL``, else the local default ``http://127.0.0.1:8470``. The token
-comes from ``HAL_TOKEN``, else from the credentials file ``~/.config/hal/credentials.json``
-(``{"<url>": {"user": ..., "token": ...}}``), which ``hal up`` and ``hal login`` write; a
-URL on this machine's loopback (127.0.0.1, localhost, [::1]) finds the token stored under
-any of those names with the same port.
+The URL comes from ``HAL_URL``, else the local default ``http://127.0.0.1:8470``; a site
+that runs standby servers lists them all, comma-separated (``HAL_URL=https://a:8470,
+https://b:8470``: ``hal.client.servers`` finds the leader among them). The token comes
+from ``HAL_TOKEN``, else from the credentials file ``~/.config/hal/credentials.json``
+(``{"<url>": {"user": ..., "token": ...}}``), which ``hal up`` and ``hal login`` write,
+stored under any of the listed addresses (the first found wins: the servers of one site
+share their users and tokens); a URL on this machine's loopback (127.0.0.1, localhost,
+[::1]) finds the token stored under any of those names with the same port.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class ClientConfig:
 
     __slots__ = ("retry_seconds", "timeout_seconds", "token", "url")
 
+    # ``url``: one address, or several comma-separated (``urls``: them one by one)
+
     def __init__(
         self,
         url: str,
@@ -63,6 +68,15 @@ class ClientConfig:
         self.timeout_seconds = timeout_seconds
         self.retry_seconds = retry_seconds
 
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The server addresses, in their order (one unless HAL_URL lists several)."""
+        if "," not in self.url:
+            return (self.url,)
+        from hal.client.servers import server_urls
+
+        return server_urls(self.url) or (self.url,)
+
     def __repr__(self) -> str:  # (never the token)
         return (
             f"ClientConfig(url={self.url!r}, timeout_seconds={self.timeout_seconds}, "
@@ -71,7 +85,12 @@ class ClientConfig:
 
 
 def load_client_config(url: str | None = None, token: str | None = None) -> ClientConfig:
+    """``url``: one address or several, comma-separated (default HAL_URL)."""
     url = (url or default_server_url()).rstrip("/")
+    if "," in url:  # (a list: the one address of nearly every site is left as given)
+        from hal.client.servers import server_urls
+
+        url = ",".join(server_urls(url)) or default_server_url()
     token = token or os.environ.get("HAL_TOKEN") or _stored_token(url)
     return ClientConfig(url=url, token=token, retry_seconds=_retry_seconds())
 
@@ -93,6 +112,7 @@ def _retry_seconds() -> float:
 
 
 def _stored_token(url: str) -> str | None:
+    """The token stored for ``url``, or for the first of its addresses that has one."""
     try:
         with open(_credentials_file(), "rb") as f:
             data = cjson.loads(f.read())
@@ -100,10 +120,11 @@ def _stored_token(url: str) -> str | None:
         return None
     if not isinstance(data, dict):
         return None
-    for name in _names_of(url):
-        entry = data.get(name)
-        if isinstance(entry, dict) and isinstance(entry.get("token"), str):
-            return str(entry["token"])
+    for address in url.split(","):
+        for name in _names_of(address):
+            entry = data.get(name)
+            if isinstance(entry, dict) and isinstance(entry.get("token"), str):
+                return str(entry["token"])
     return None
 
 
@@ -131,7 +152,8 @@ def _names_of(url: str) -> Iterator[str]:
 
 
 def store_token(url: str, user: str, token: str) -> Path:
-    """Remember ``token`` for ``url`` (file mode 0600)."""
+    """Remember ``token`` for ``url``, for each address of a comma-separated list (file
+    mode 0600)."""
     path = credentials_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +165,9 @@ def store_token(url: str, user: str, token: str) -> Path:
             data = {}
     except (OSError, ValueError):
         data = {}
-    data[url.rstrip("/")] = {"user": user, "token": token}
+    for address in url.split(","):
+        if address.strip():
+            data[address.strip().rstrip("/")] = {"user": user, "token": token}
     tmp = path.with_suffix(".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -15,6 +15,7 @@ from hal.client.transport import (
     Transport,
     TransportError,
     percent_encoded,
+    replayable,
 )
 from hal.core.errors import ERRORS_BY_CODE, HalError, InvalidRequest, Unavailable
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any
 
+    from hal.client.servers import LeaderCache, LeaderChoice, Round
     from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
     from hal.wire.artifacts import AliasInfo, ArtifactInfo, NodeInventory
@@ -60,9 +62,16 @@ if TYPE_CHECKING:
 RECORD_TIMEOUT_SECONDS = 5.0
 
 
+class NoLeader(TransportError):
+    """No address of the client's answered as the leader in ``HAL_FAILOVER_TIMEOUT``;
+    the message names each and what it answered."""
+
+
 class HalClient:
-    """Talks to one HAL server. Every method raises a ``HalError`` subclass on failure,
-    rebuilt from the server's problem+json (``code``, ``detail``, ``field``)."""
+    """Talks to a HAL server: the leader among the addresses it is given (one, nearly
+    always; ``hal.client.servers`` says how it finds and follows the leader). Every
+    method raises a ``HalError`` subclass on failure, rebuilt from the server's
+    problem+json (``code``, ``detail``, ``field``)."""
 
     def __init__(
         self,
@@ -81,18 +90,68 @@ class HalClient:
                     field="token",
                 )
             headers["Authorization"] = f"Bearer {self.config.token}"
-        try:
-            self._http = Transport(self.config.url, headers, self.config.timeout_seconds)
-        except ValueError as err:
-            raise InvalidRequest(
-                f"{self.config.url!r} is not a HAL server URL ({err}); set HAL_URL (or "
-                "--server) to one like http://HOST:8470",
-                field="url",
-            ) from err
+        self._headers = headers
+        # ``hal.client.servers`` is imported only where it is needed (several addresses,
+        # or a standby's answer): nearly every ``sbatch`` talks to one server, at once.
+        self._urls = self.config.urls
+        self._leaders: LeaderChoice | None = None
+        self._cache: LeaderCache | None = None
+        self._transports: dict[str, Transport] = {}
+        self._stream_url = ""  # where the event stream was last opened
+        if len(self._urls) > 1:
+            from hal.client.servers import LeaderCache
+
+            self._cache = LeaderCache(self._choice)
+        for address in self._urls:
+            try:
+                self._transport(address)
+            except ValueError as err:
+                raise InvalidRequest(
+                    f"{address!r} is not a HAL server URL ({err}); set HAL_URL (or --server) to "
+                    "one like http://HOST:8470 (several: comma-separated)",
+                    field="url",
+                ) from err
 
     # -- plumbing ---------------------------------------------------------------------
     def close(self) -> None:
-        self._http.close()
+        for transport in self._transports.values():
+            transport.close()
+
+    @property
+    def _choice(self) -> LeaderChoice:
+        """The addresses and which leads (``hal.client.servers``), made on first use."""
+        if self._leaders is None:
+            from hal.client.servers import LeaderChoice
+
+            self._leaders = LeaderChoice(self._urls)
+        return self._leaders
+
+    def leader_url(self) -> str:
+        """The leader's address, for a request made outside this client (a streamed
+        upload): where several are given and none has answered yet, found with a small
+        read first (whatever it answers: its errors are the later request's to say)."""
+        if len(self._urls) > 1 and self._choice.leader is None:
+            import contextlib  # (not on sbatch's path)
+
+            with contextlib.suppress(HalError):
+                self._request("GET", "/v1/users/me", retry=False)
+        return self._choice.current
+
+    def _transport(self, url: str) -> Transport:
+        """The connection to ``url``, made on first use; one of several servers connects
+        with a short limit (``FAILOVER_CONNECT_SECONDS``): the next may lead."""
+        transport = self._transports.get(url)
+        if transport is None:
+            connect_timeout: float | None = None
+            if self._urls != (url,):
+                from hal.client.servers import FAILOVER_CONNECT_SECONDS
+
+                connect_timeout = FAILOVER_CONNECT_SECONDS
+            transport = Transport(
+                url, self._headers, self.config.timeout_seconds, connect_timeout=connect_timeout
+            )
+            self._transports[url] = transport
+        return transport
 
     def __enter__(self) -> HalClient:
         return self
@@ -132,12 +191,17 @@ class HalClient:
         while True:
             left = deadline - time.monotonic()
             try:
-                response = self._http.request(
+                response = self._send(
                     method, path, params=params, body=body, headers=headers, timeout=timeout
                 )
             except TlsRefused as err:
                 raise Unavailable(
                     f"cannot talk to the HAL server at {self.config.url}: {err}"
+                ) from err
+            except NoLeader as err:
+                raise Unavailable(
+                    f"{err}. Is a HAL server running there? Check HAL_URL (or --server), "
+                    "or wait longer for a takeover (HAL_FAILOVER_TIMEOUT)"
                 ) from err
             except TransportError as err:
                 if key and err.sent and not doubt:
@@ -172,6 +236,82 @@ class HalClient:
             if wait is None:
                 raise error_from_response(response)
             time.sleep(wait)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None,
+        body: bytes | None,
+        headers: dict[str, str] | None,
+        timeout: float | None,
+    ) -> Response:
+        """Send one request to the leader. One address: sent there, its failures raised
+        as they are (the common case, one path as before failover); only a standby's
+        answer starts a search. Several: ``_search``."""
+        if len(self._urls) == 1:
+            url = self._urls[0]
+            response = self._transport(url).request(
+                method, path, params=params, body=body, headers=headers, timeout=timeout
+            )
+            if response.status not in (307, 503):  # (no import: see above)
+                return response
+            rnd = self._choice.round()
+            rnd.next_url()
+            if rnd.answered(url, response.status, response.headers):
+                return response
+        else:
+            rnd = self._choice.round()
+        return self._search(
+            rnd, method, path, params=params, body=body, headers=headers, timeout=timeout
+        )
+
+    def _search(
+        self,
+        rnd: Round,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None,
+        body: bytes | None,
+        headers: dict[str, str] | None,
+        timeout: float | None,
+    ) -> Response:
+        """Send to each address in turn, following redirects, until one answers as the
+        leader; a round that finds none is tried again a second later, for
+        ``HAL_FAILOVER_TIMEOUT`` seconds (a takeover takes a few), then ``NoLeader``.
+        A request whose answer was lost moves on only where sending it twice is safe
+        (``replayable``: reads, and submissions with their ``Idempotency-Key``); any
+        other is raised, for ``_request`` to say it may have been carried out."""
+        from hal.client.servers import failover_timeout
+
+        limit = failover_timeout()
+        started = time.monotonic()
+        resendable = replayable(method, params, headers)
+        while True:
+            while (url := rnd.next_url()) is not None:
+                try:
+                    response = self._transport(url).request(
+                        method, path, params=params, body=body, headers=headers, timeout=timeout
+                    )
+                except ValueError as err:  # a leader's URL that is none (a redirect's)
+                    rnd.failed(url, f"not a URL ({err})")
+                    continue
+                except TransportError as err:
+                    if err.sent and not resendable:
+                        raise
+                    rnd.failed(url, str(err) or err.__class__.__name__)
+                    continue
+                if rnd.answered(url, response.status, response.headers):
+                    if self._cache is not None:
+                        self._cache.save()
+                    return response
+            waited = time.monotonic() - started
+            if waited >= limit:
+                raise NoLeader(rnd.summary(waited))
+            time.sleep(min(1.0, limit - waited))
+            rnd = self._choice.round()
 
     @staticmethod
     def _json(response: Response) -> Any:
@@ -442,7 +582,7 @@ class HalClient:
         self._record("POST", f"/v1/jobs/{job_id}/steps/{step_id}/end", body)
 
     def _record(self, method: str, path: str, body: dict[str, Any]) -> Response:
-        limit = min(self._http.timeout, RECORD_TIMEOUT_SECONDS)
+        limit = min(self.config.timeout_seconds, RECORD_TIMEOUT_SECONDS)
         return self._request(method, path, json_body=body, retry=False, timeout=limit)
 
     def running_steps(self) -> list[StepInfo]:
@@ -535,15 +675,22 @@ class HalClient:
 
     def events(self, after: int = 0, *, follow: bool = True) -> Iterator[JobEvent]:
         """Server-sent job and node events after event id ``after`` (resumable). A
-        followed stream goes on across a server restart: it is taken up again after the
-        last event it gave, while the server is away for up to ``HAL_RETRY_SECONDS``."""
+        followed stream goes on across a server restart or a takeover: it is taken up
+        again after the last event it gave, at the leader among the client's addresses,
+        while no server leads for up to ``HAL_RETRY_SECONDS`` (``HAL_FAILOVER_TIMEOUT``
+        if that is longer and several are given)."""
         from hal.wire.jobs import JobEvent
 
+        patience = self.config.retry_seconds
+        if len(self._urls) > 1:
+            from hal.client.servers import failover_timeout
+
+            patience = max(patience, failover_timeout())
         away: float | None = None  # since when a followed stream has had no server
         while True:
             params = {"after": str(after), "follow": "true" if follow else "false"}
             try:
-                for line in self._http.stream_lines("/v1/events", params):
+                for line in self._open_stream(params):
                     away = None
                     if line.startswith("data:"):
                         event = JobEvent.model_validate_json(line[5:].strip())
@@ -552,6 +699,7 @@ class HalClient:
                 if not follow:
                     return
                 why = "the server closed it"  # it stopped: a restart follows, or not
+                self._choice.passed(self._stream_url)
             except StreamRefused as refused:
                 if not follow or refused.response.status != 503:
                     raise error_from_response(refused.response) from None
@@ -560,11 +708,45 @@ class HalClient:
                 if not follow:
                     raise Unavailable(f"event stream from {self.config.url} broke: {err}") from err
                 why = str(err)
+                self._choice.passed(self._stream_url)
             now = time.monotonic()
+            if away is None and len(self._urls) > 1:
+                away = now  # a stream that was up: the next address may lead already
+                continue
             away = now if away is None else away
-            if now - away >= self.config.retry_seconds:
+            if now - away >= patience:
                 raise Unavailable(f"event stream from {self.config.url} broke: {why}")
             time.sleep(1.0)
+
+    def _open_stream(self, params: dict[str, str]) -> Iterator[str]:
+        """The event stream's lines from the leader: one round over the addresses
+        (``events`` waits between rounds). One address: its failure as it is; several
+        that all fail: ``NoLeader``."""
+        rnd = self._choice.round()
+        while (url := rnd.next_url()) is not None:
+            try:
+                lines = self._transport(url).open_stream("/v1/events", params)
+            except StreamRefused as refused:
+                answer = refused.response
+                if rnd.answered(url, answer.status, answer.headers) or self._alone(rnd):
+                    raise
+                continue
+            except ValueError as err:  # a leader's URL that is none (a redirect's)
+                rnd.failed(url, f"not a URL ({err})")
+                continue
+            except TransportError as err:
+                rnd.failed(url, str(err) or err.__class__.__name__)
+                if self._alone(rnd):
+                    raise
+                continue
+            self._choice.lead(url)
+            self._stream_url = url
+            return lines
+        raise NoLeader(rnd.summary())
+
+    def _alone(self, rnd: Round) -> bool:
+        """Whether the round's one address failed, as a client of one server does."""
+        return len(self._urls) == 1 and len(rnd.tried) == 1 and not rnd.pending
 
     # -- nodes, partitions, config --------------------------------------------------------
     def nodes(self) -> list[NodeInfo]:

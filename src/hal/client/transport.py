@@ -101,7 +101,16 @@ class Response:
 
 
 class Transport:
-    def __init__(self, base_url: str, headers: dict[str, str], timeout: float) -> None:
+    """One server's connection. ``connect_timeout``: the most a connect may wait, where
+    it must be less than a request's limit (one of several servers: the next may lead)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        headers: dict[str, str],
+        timeout: float,
+        connect_timeout: float | None = None,
+    ) -> None:
         scheme, host, port, path = split_url(base_url)
         if scheme not in ("http", "https"):
             raise ValueError(f"unsupported URL scheme in {base_url!r}: use http:// or https://")
@@ -113,6 +122,7 @@ class Transport:
         self.prefix = path.rstrip("/")
         self.headers = headers
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self._sock: Any = None
         self._buf = b""
         self._context: Any = None  # the TLS context, for https
@@ -124,6 +134,8 @@ class Transport:
         self._buf = b""
 
     def _open(self, timeout: float) -> Any:
+        if self.connect_timeout is not None:
+            timeout = min(timeout, self.connect_timeout)
         # getaddrinfo encodes a str host with the "idna" codec, whose import (stringprep,
         # unicodedata) costs a short command more than its connect: an ASCII name goes as
         # bytes (and one idna refuses, "a..b", is then the resolver's error, an OSError).
@@ -188,9 +200,9 @@ class Transport:
         # seen before sending, so nothing goes out on it. A connection that breaks after
         # the request went out is ambiguous: the server may have read the request and
         # died before answering, so it is sent once more only where acting twice changes
-        # nothing (see ``_replayable``), or where not all of it went out. A fresh
+        # nothing (see ``replayable``), or where not all of it went out. A fresh
         # connection that fails, or a timeout, is the server's trouble, not a stale socket.
-        replayable = _replayable(method, params, headers)
+        resendable = replayable(method, params, headers)
         sent = False  # once out, it stays out: the server may have read it
         for attempt in (0, 1):
             if self._sock is not None and _readable(self._sock):
@@ -212,7 +224,7 @@ class Transport:
             except (OSError, TransportError) as err:
                 self.close()
                 stale = attempt == 0 and not fresh and not isinstance(err, TimeoutError)
-                if not (stale and (replayable or not sent)):
+                if not (stale and (resendable or not sent)):
                     message = str(err) or err.__class__.__name__
                     raise TransportError(message, sent=sent) from err
         raise AssertionError("unreachable")
@@ -271,37 +283,65 @@ class Transport:
             out.append(self._read_exact(size))
             self._read_exact(2)
 
-    def stream_lines(self, path: str, params: dict[str, str]) -> Iterator[str]:
-        """GET ``path`` and yield response lines as they arrive (server-sent events)."""
+    def open_stream(self, path: str, params: dict[str, str]) -> Iterator[str]:
+        """GET ``path`` as server-sent events: send it and read the answer's head now
+        (``StreamRefused`` for one that is no stream, 3xx and up: a standby's redirect
+        included), then yield its lines as they arrive."""
         import http.client
 
         conn: http.client.HTTPConnection
         if self.https:
-            conn = http.client.HTTPSConnection(self.host, self.port, context=self._tls())
+            conn = http.client.HTTPSConnection(
+                self.host, self.port, timeout=self.connect_timeout, context=self._tls()
+            )
         else:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=None)
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
         try:
             url = self.prefix + path + "?" + _query(params)
             conn.request("GET", url, headers={**self.headers, "Accept": "text/event-stream"})
+            if conn.sock is not None:
+                conn.sock.settimeout(None)  # (connected: the stream waits for events)
             raw = conn.getresponse()
-            if raw.status >= 400:
+            if raw.status >= 300:
                 data = raw.read()
                 headers = {k.lower(): v for k, v in raw.getheaders()}
                 raise StreamRefused(Response(raw.status, raw.reason, headers, data))
+        except BaseException as err:
+            conn.close()
+            broken = self._broken(err)
+            if broken is err:
+                raise
+            raise broken from err
+        return self._lines(conn, raw)
+
+    def _lines(self, conn: Any, raw: Any) -> Iterator[str]:
+        try:
             while True:
                 line = raw.readline()
                 if not line:
                     return
                 yield line.decode("utf-8", "replace").rstrip("\r\n")
-        except OSError as err:
-            refused = self._refused(err)
-            if isinstance(refused, TlsRefused):
-                raise refused from err
-            raise TransportError(str(err) or err.__class__.__name__) from err
-        except http.client.HTTPException as err:
-            raise TransportError(str(err) or err.__class__.__name__) from err
+        except BaseException as err:
+            broken = self._broken(err)
+            if broken is err:
+                raise
+            raise broken from err
         finally:
             conn.close()
+
+    def _broken(self, err: BaseException) -> BaseException:
+        """A stream's failure as a ``TransportError`` (a refused handshake as
+        ``TlsRefused``); anything that is no network error as is."""
+        import http.client
+
+        if isinstance(err, OSError):
+            refused = self._refused(err)
+            if isinstance(refused, TlsRefused):
+                return refused
+            return TransportError(str(err) or err.__class__.__name__)
+        if isinstance(err, http.client.HTTPException):
+            return TransportError(str(err) or err.__class__.__name__)
+        return err
 
 
 def _connect(host: str | bytes, port: int, timeout: float) -> _socket.socket:
@@ -322,7 +362,7 @@ def _connect(host: str | bytes, port: int, timeout: float) -> _socket.socket:
     raise error
 
 
-def _replayable(method: str, params: dict[str, str] | None, headers: dict[str, str] | None) -> bool:
+def replayable(method: str, params: dict[str, str] | None, headers: dict[str, str] | None) -> bool:
     """Whether sending the request twice does what sending it once does (RFC 9110
     §9.2.2), so that it may be resent when its answer is lost: reads, PUT, a plain DELETE
     (a second cancel of a cancelled job changes nothing), and a request with an

@@ -239,11 +239,12 @@ def ping(console: Console) -> int:
 
 
 def _server_host(console: Console) -> str:
-    """The server's host, from ``HAL_URL``; a loopback address is this host's name, as
-    Slurm names a controller on ``localhost``."""
+    """The server's host, from ``HAL_URL`` (its first address where it lists several); a
+    loopback address is this host's name, as Slurm names a controller on ``localhost``."""
     from hal.client.config import default_server_url  # (the client's, made on first use)
 
     url = console.environ.get("HAL_URL", "").strip() or default_server_url()
+    url = url.split(",", 1)[0].strip()
     host = urlsplit(url).hostname or "localhost"
     if host == "localhost" or host.startswith("127.") or host == "::1":
         return socket.gethostname()

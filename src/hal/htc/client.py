@@ -13,7 +13,9 @@ the broker's grace, 300 s by default), and ``HtcClient().attach(session_id).resu
 collects what it produced meanwhile. An exception out of the ``with`` block cancels the
 session, unless it was opened with ``journal=True`` or detached once: then it detaches.
 
-Two channels: REST (through the control plane) opens, attaches, lists and cancels
+Given several servers (``HAL_URL=a,b``), the REST half goes to the leader among them, as
+the SDK does (``hal.client.servers``), and the session's ticket names its broker. Two
+channels: REST (through the control plane) opens, attaches, lists and cancels
 sessions; tasks and results go over one TCP connection straight to the broker. A
 background thread reads results and resolves futures; sending happens in the caller's
 thread.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +34,7 @@ import httpx
 from pydantic import ValidationError
 
 from hal.client.config import ClientConfig, load_client_config
+from hal.client.servers import FAILOVER_CONNECT_SECONDS, LeaderChoice, failover_timeout
 from hal.client.sync import error_from_response, segment
 from hal.core.errors import InvalidRequest, Unavailable
 from hal.htc.client_session import Session, pack_common
@@ -51,8 +55,14 @@ class HtcClient:
         headers = {"User-Agent": "hal-htc-client", "Content-Type": "application/json"}
         if self.config.token:
             headers["Authorization"] = f"Bearer {self.config.token}"
+        self._servers = LeaderChoice(self.config.urls)
+        alone = len(self._servers.urls) == 1
+        timeout = self.config.timeout_seconds
         self._http = httpx.Client(
-            base_url=self.config.url, headers=headers, timeout=self.config.timeout_seconds
+            headers=headers,
+            timeout=httpx.Timeout(
+                timeout, connect=timeout if alone else min(timeout, FAILOVER_CONNECT_SECONDS)
+            ),
         )
 
     def close(self) -> None:
@@ -65,15 +75,35 @@ class HtcClient:
         self.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as err:
-            raise Unavailable(
-                f"cannot reach the HAL server at {self.config.url} ({err.__class__.__name__})"
-            ) from err
-        if response.status_code >= 400:
-            raise error_from_response(response)
-        return response
+        """Send to the leader: past a server that refuses the connection (nothing was
+        sent) or stands by, after a standby's redirect, for ``HAL_FAILOVER_TIMEOUT``."""
+        limit = failover_timeout()
+        started = time.monotonic()
+        while True:
+            rnd = self._servers.round()
+            refused = ""  # one server that refused: said at once, as before failover
+            while (url := rnd.next_url()) is not None:
+                try:
+                    response = self._http.request(method, url + path, **kwargs)
+                except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+                    rnd.failed(url, err.__class__.__name__)
+                    refused = err.__class__.__name__
+                    continue
+                except httpx.TransportError as err:
+                    raise Unavailable(
+                        f"cannot reach the HAL server at {url} ({err.__class__.__name__})"
+                    ) from err
+                refused = ""
+                if rnd.answered(url, response.status_code, response.headers):
+                    if response.status_code >= 400:
+                        raise error_from_response(response)
+                    return response
+            waited = time.monotonic() - started
+            if refused and len(rnd.tried) == 1:
+                raise Unavailable(f"cannot reach the HAL server at {self.config.url} ({refused})")
+            if waited >= limit:
+                raise Unavailable(rnd.summary(waited))
+            time.sleep(min(1.0, limit - waited))
 
     def open_session(
         self,

@@ -6,7 +6,9 @@ still waited for, as an outage would be."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,16 +57,35 @@ def test_an_agent_whose_token_is_refused_says_why_and_exits(
 
 
 def test_an_agent_that_cannot_reach_its_server_keeps_trying(tmp_path: Path) -> None:
-    with LiveServer(tmp_path / "srv") as live:
-        nowhere = ["--server", f"http://127.0.0.1:{free_port()}"]  # after start_agent's own
-        agent = live.start_agent("node1", extra=nowhere)
-        log = live.data_dir / "agent-node1.log"
-        try:
-            wait_until(
-                lambda: log.read_text().count("server unavailable") >= 2,
-                30,
-                message="the agent to retry",
-            )
-            assert agent.poll() is None
-        finally:
-            stop_process(agent)
+    """Its only server address answers nothing: the agent logs it and tries again."""
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    log_path = tmp_path / "agent-node1.log"
+    with open(log_path, "ab") as log:
+        agent = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hal.cli.main",
+                "agent",
+                "--server",
+                nowhere,
+                "--name",
+                "node1",
+                "--state-dir",
+                str(tmp_path / "agent"),
+            ],
+            env={**os.environ, "HAL_TOKEN": "hal_not_reached"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_until(
+            lambda: log_path.read_text().count("server unavailable") >= 2,
+            30,
+            message="the agent to retry",
+        )
+        assert nowhere in log_path.read_text()
+        assert agent.poll() is None
+    finally:
+        stop_process(agent)

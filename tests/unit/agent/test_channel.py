@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 
 import httpx
 import pytest
@@ -14,6 +15,7 @@ from hal.agent.channel import (
     HttpAgentChannel,
     NodeForgotten,
 )
+from hal.testing.failover_peer import FailoverPeer
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentSync, JobReport
 
 
@@ -114,3 +116,34 @@ def test_a_refused_token_carries_the_servers_reason() -> None:
         await ch.aclose()
 
     asyncio.run(scenario())
+
+
+def test_an_agent_given_several_servers_registers_with_the_leader() -> None:
+    """`hal agent --server DEAD --server STANDBY --server LEADER`: the registration goes
+    past the dead address and the standby's redirect to the leader; with the leader gone
+    too, the error names each address and what it answered."""
+    leader = FailoverPeer()
+    standby = FailoverPeer().standby(leader)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+
+    async def scenario() -> None:
+        ch = HttpAgentChannel(f"{dead},{standby.url},{leader.url}", "s3cret")
+        registered = await ch.register(AgentRegister(node="n1", cpus=2, memory_bytes=1))
+        assert registered.node == "n1" and ch.servers.leader == leader.url
+        standby.leader_url = ""
+        leader.role = "lost"
+        with pytest.raises(ChannelUnavailable) as info:
+            await ch.register(AgentRegister(node="n1", cpus=2, memory_bytes=1))
+        message = str(info.value)
+        assert f"{standby.url}: standby, no leader answering yet (503)" in message
+        assert f"{dead}: " in message and f"{leader.url}: " in message
+        await ch.aclose()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        leader.close()
+        standby.close()
+    assert leader.registered == ["n1"] and standby.registered == []

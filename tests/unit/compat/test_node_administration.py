@@ -183,6 +183,9 @@ def test_ping() -> None:
         "** RESTORE SLURMCTLD DAEMON TO SERVICE **",
         "*****************************************",
     ]
+    several = {"HAL_URL": "http://ctl.example:8470,http://ctl2.example:8470"}
+    up = call(FakeClient(), "scontrol", "ping", environ=several)
+    assert up.out == "Slurmctld(primary) at ctl.example is UP\n"
 
 
 @dataclass

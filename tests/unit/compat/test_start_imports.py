@@ -182,6 +182,7 @@ def test_sbatch_wrap_starts_lean_and_sends_an_idempotency_key(hal: FakeHal, tmp_
     ((body, key),) = hal.posts
     assert key and body["hold"] is True and body["name"] == "wrap"
     assert "hal.compat.submit" in modules
+    assert "hal.client.servers" not in modules  # (finding a leader: HAL_URL lists one)
     assert_lean(modules)
 
 
