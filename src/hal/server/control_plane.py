@@ -217,7 +217,7 @@ class ControlPlane:
         self.cluster.feedback_key = self.feedback.key
         self.observe.metrics.feedback_latest = self.feedback.running_latest
         # what jobs report acted on: malleable jobs resized, clashing jobs moved apart
-        self.feedback_loop = FeedbackLoop(self.cluster, self.feedback, self.dissonance)
+        self.feedback_loop = FeedbackLoop(self.cluster, self.feedback, self.dissonance.view)
         # what the HTTP edge reaches (``hal.api``), typed
         self.ctx = Services(
             config=config,

@@ -36,8 +36,9 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from hal.core.dissonance import DissonanceView
 from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job, JobSpec
 from hal.core.job_rules import MAX_RULES, NODE, JobRule
@@ -56,7 +57,6 @@ from hal.core.malleable import (
 from hal.core.preemption import PREEMPTED_BY
 from hal.core.profiles import PROFILE_CLASS
 from hal.core.states import JobState, NodeState
-from hal.server.dissonance import DissonanceService
 from hal.server.feedback import FeedbackService
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
@@ -76,8 +76,13 @@ class FeedbackLoop:
     configuration has them now (``scontrol reconfigure`` changes them)."""
 
     def __init__(
-        self, cluster: Cluster, feedback: FeedbackService, dissonance: DissonanceService | None
+        self,
+        cluster: Cluster,
+        feedback: FeedbackService,
+        dissonance: Callable[[], DissonanceView] | None,
     ) -> None:
+        """``dissonance``: the interference model's current view
+        (``DissonanceService.view``); None: no moves."""
         self.cluster = cluster
         self.feedback = feedback
         self.dissonance = dissonance
@@ -238,7 +243,7 @@ class FeedbackLoop:
     # -- moving ----------------------------------------------------------------------------
     async def _move(self, jobs: Sequence[Job], series: Mapping[int, list[FeedbackSeries]]) -> None:
         assert self.dissonance is not None
-        view = self.dissonance.view()
+        view = self.dissonance()
         now = self.cluster.clock.now()
         interval = self.cluster.config.harmonic.move_interval_s
         on: dict[str, list[Job]] = {}

@@ -63,7 +63,7 @@ def test_reported_feedback_drives_a_resize(server: LiveServer, tmp_path: Path) -
     wait_until(lambda: job_state(server, job_id) == "RUNNING", message="the malleable job")
     with server.client() as c:
         assert len(c.job(job_id).nodes) == 1  # all the rigid job left it
-        wait_until(lambda: c.job_feedback(job_id).metrics, message="its first report")
+        wait_until(lambda: bool(c.job_feedback(job_id).metrics), message="its first report")
         assert [e for e in c.events(follow=False) if e.kind == "job.resized"] == []
         c.cancel(blocker_id)
         wait_until(
