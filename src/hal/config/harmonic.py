@@ -47,7 +47,7 @@ HARMONIC_KEYS = (
     "move_interval",
 )
 # hal.core.malleable's and hal.server.malleable's defaults (the config plane imports
-# neither; tests/unit/config/test_config_feedback_loop.py keeps them equal)
+# neither; tests/unit/core/test_config_feedback_loop.py keeps them equal)
 FEEDBACK_TICK_S = 30.0
 RESIZE_INTERVAL_S = 600.0
 RESIZE_MIN_GAIN = 0.1

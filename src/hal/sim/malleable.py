@@ -102,6 +102,7 @@ class MalleableModel:
     restart_s: float = 60.0
     seed: int = 1
     resizes: int = 0  # what the replay did
+    sizes: dict[int, list[int]] = field(default_factory=dict)  # nodes of each run, per job
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -187,6 +188,7 @@ class _MalleableReplay(_Replay):
             return
         m = self.model.jobs[placement.job_id]
         p.size, p.start = len(placement.allocation.nodes), now
+        self.model.sizes.setdefault(placement.job_id, []).append(p.size)
         lost = self.model.restart_s if p.runs else 0.0
         p.runs += 1
         p.end = now + lost + p.left / speedup(p.size, m.serial)
