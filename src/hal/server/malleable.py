@@ -56,7 +56,7 @@ from hal.core.malleable import (
 )
 from hal.core.preemption import PREEMPTED_BY
 from hal.core.profiles import PROFILE_CLASS
-from hal.core.states import JobState, NodeState
+from hal.core.states import JobState, NodeState, PendingReason
 from hal.server.feedback import FeedbackService
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
@@ -69,6 +69,7 @@ MOVED_AT = "moved_at"  # job.extra: when it was last moved (or its neighbour was
 RUNS_KEPT = 32  # runs remembered per job
 DEFAULT_GRACE_S = 60.0  # to checkpoint after SIGUSR1, for a job without --signal
 MOVE_SLOWDOWN = 1.2  # a neighbour class that slows the job's own class this much clashes
+_FOR_ROOM = (PendingReason.RESOURCES, PendingReason.PRIORITY, PendingReason.WAITING_FOR_SCHEDULING)
 
 
 class FeedbackLoop:
@@ -127,11 +128,7 @@ class FeedbackLoop:
     ) -> None:
         now = self.cluster.clock.now()
         candidates = [self._candidate(j, series.get(j.id, [])) for j in jobs]
-        waiting = [
-            j
-            for j in self.cluster.unfinished.values()
-            if j.state is JobState.PENDING and j.spec.malleable and not j.held
-        ]
+        waiting = [j for j in _waiting_for_room(self.cluster) if j.spec.malleable]
         for j in waiting:
             unit = _unit_cpus(j, None)
             candidates.append(
@@ -202,8 +199,8 @@ class FeedbackLoop:
         skip = {j.id for j in malleable_waiting}
         asked = sum(
             j.spec.ntasks * j.spec.cpus_per_task
-            for j in self.cluster.unfinished.values()
-            if j.state is JobState.PENDING and j.id not in skip and not j.held
+            for j in _waiting_for_room(self.cluster)
+            if j.id not in skip
         )
         return max(free - asked, 0)
 
@@ -327,6 +324,16 @@ class FeedbackLoop:
 
 
 # -- helpers -------------------------------------------------------------------------------
+def _waiting_for_room(cluster: Cluster) -> list[Job]:
+    """The pending jobs that wait for CPUs (behind others or for resources): not held,
+    not waiting for a dependency, a begin time or a reservation."""
+    return [
+        j
+        for j in cluster.unfinished.values()
+        if j.state is JobState.PENDING and j.reason in _FOR_ROOM and not j.held
+    ]
+
+
 def _settled(job: Job) -> bool:
     """Running, launched, and not already being ended, requeued or preempted."""
     return (
