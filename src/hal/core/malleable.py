@@ -295,6 +295,8 @@ def _with_hysteresis(
                 f"speedup {s(c, c.size):.2f} → {s(c, new):.2f} (serial share {a:.2f} "
                 f"from rates {seen}); the cluster's goodput {before:.2f} → {after:.2f}"
             )
+            if new < c.size:
+                why = f"its CPUs gain more elsewhere: {why}"
         out.append(Resize(c.job_id, c.size, new, why))
     return sorted(out, key=lambda r: r.job_id)
 

@@ -22,6 +22,7 @@ from hal.core.job_rules import JobRule
 from hal.core.malleable import ACTION, NODES, MalleableRange
 from hal.core.priority import Qos, TresLimits
 from hal.core.profiles import CPU, MEMORY, PROFILE_CLASS
+from hal.core.states import JobState, PendingReason
 from hal.server.malleable import FeedbackLoop
 from hal.state import preempt
 from hal.testing.builders import make_job, make_node
@@ -133,3 +134,40 @@ def test_a_malleable_job_grows_into_free_nodes_up_to_its_qos_limit(tmp_path: Pat
     assert resized.extra[preempt.REQUEUE] == "1"
     (event,) = _events(server, "job.resized")
     assert (event["from"], event["to"], event["unit"]) == (1, 2, "nodes")
+
+
+def test_a_running_malleable_job_shrinks_to_let_a_waiting_one_in(tmp_path: Path) -> None:
+    """Four nodes, all held by a job that scales poorly (its reports at 2 and 4 nodes
+    say so); a malleable job waits for room: the running one comes down to make it
+    some, and the reason says so."""
+    clock = VirtualClock(START + 3600)
+    server = _server(tmp_path, clock, HalConfig(cluster_name="t"))
+    wide = _running(1, "n1", "n2", "n3", "n4", cls=CPU, priority=500, cpus=4)
+    wide = wide.evolve(
+        spec=wide.spec.with_changes(
+            malleable=MalleableRange(NODES, 1, 4),
+            nodes_min=1,
+            nodes_max=4,
+            ntasks_per_node=4,
+            cpus_per_task=1,
+        ),
+        extra={**wide.extra, "malleable_runs": f"{START - 7200!r}:2"},
+    )
+    waiting = make_job(2).user("bob").priority(400).build()
+    waiting = waiting.evolve(
+        reason=PendingReason.RESOURCES,
+        spec=waiting.spec.with_changes(
+            malleable=MalleableRange(NODES, 1, 4), nodes_max=4, ntasks_per_node=4
+        ),
+    )
+    store(server.cluster, wide, waiting)
+    series = FeedbackSeries.first(1, "rate", START - 7000, 100.0)
+    series = series.add_point(START - 6900, 100.0)
+    for k in range(3):  # 4 nodes: barely faster than 2
+        series = series.add_point(START + 10 * k, 115.0)
+    asyncio.run(server.cluster.db(server.cluster.store.keep_job_feedback, [series]))
+    asyncio.run(FeedbackLoop(server.cluster, server.feedback, None).tick())
+    (event,) = _events(server, "job.resized")
+    assert event["job_id"] == 1 and event["from"] == 4 and int(str(event["to"])) < 4
+    assert str(event["reason"]).startswith("its CPUs gain more elsewhere")
+    assert server.cluster.jobs[2].state is JobState.PENDING  # the scheduler starts it
