@@ -95,8 +95,7 @@ def test_a_canary_takes_its_share_by_job_id_and_a_failing_one_is_rolled_back(
         async with cluster.change() as change:
             await change.commit(ended, [])
         for _ in range(100):  # the rollback is a task of the event loop
-            # (its counter follows the alias and its event: wait for all of it)
-            if registry.aliases.rollbacks["automatic"]:
+            if not registry.aliases.by_key[("app", "stable")].canary:
                 break
             await asyncio.sleep(0.01)
         app = registry.aliases.by_key[("app", "stable")]
