@@ -35,7 +35,7 @@ def candidates(draw: st.DrawFn) -> list[Candidate]:
     return jobs
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(jobs=candidates(), free=st.integers(0, 2000))
 def test_resizes_stay_in_range_quota_and_budget(jobs: list[Candidate], free: int) -> None:
     plan = plan_resizes(jobs, free, NOW, POLICY)
