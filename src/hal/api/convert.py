@@ -16,6 +16,7 @@ from hal.core.errors import InvalidRequest
 from hal.core.feedback import format_goals, parse_goals, parse_scrape
 from hal.core.job import ArraySpec, Dependency, Job, JobSpec, SignalSpec, TopologyConstraint
 from hal.core.job_rules import JobRule, check_consistent, parse_rules
+from hal.core.malleable import ACTION, declared_range
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.patience import parse_patience
@@ -107,6 +108,13 @@ def to_spec(
         scrape = str(parse_scrape(req.feedback_metrics)) if req.feedback_metrics else ""
         inputs = _inputs(req, datasets or {})
         accounting = _accounting(req, user, mail_domain)
+        malleable = declared_range(
+            req.malleable,
+            resources["nodes_min"],
+            resources["nodes_max"],
+            resources["cpus_per_task"],
+            req.cpus_per_task_max,
+        )
     except InvalidRequest as err:
         raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
     _check_dependency_ids(timing["dependency"], bad)
@@ -120,6 +128,7 @@ def to_spec(
         feedback_goals=feedback_goals,
         feedback_metrics=scrape,
         latency_sensitive=req.latency_sensitive,
+        malleable=malleable,
     )
 
 
@@ -576,6 +585,8 @@ def profile_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
         "profile": sample[1].profile if sample is not None else None,
         "profile_class": job.extra.get(PROFILE_CLASS),
         "latency_sensitive": job.extra.get(LATENCY_SENSITIVE) == "1",
+        "malleable": str(job.spec.malleable) if job.spec.malleable else None,
+        "feedback_action": job.extra.get(ACTION),
     }
 
 

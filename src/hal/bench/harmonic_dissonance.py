@@ -34,10 +34,14 @@ The figures under ``sim`` are the means over the slices; each slice's own are un
 **Pass cost.** ``pass_overhead_pct``: ``hal bench sched-pass --dissonance`` at 10,000
 jobs × 1,000 nodes (``hal.bench.dissonance_pass``; goal: at most 10 %).
 
+**Malleable jobs** (``sim.malleable_mean_jct_s``; ``hal.bench.malleable``): the mean
+completion time of malleable training-like jobs on two other slices, at fixed
+allocations (``static``), started within their range (``moldable``) and resized by the
+feedback controller (``feedback``); ``--malleable-only`` runs this part alone.
+
 **Not measured here yet** (``null`` in the JSON, named in ``not_measured``): the live
 part (a latency-sensitive service's p99 through the feedback API with and without the
-plugin, ``live.service_p99_ms``) and malleable jobs' completion times with the feedback
-loop (``sim.malleable_mean_jct_s``).
+plugin, ``live.service_p99_ms``).
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ from typing import Any
 import numpy as np
 
 from hal.bench import emit
+from hal.bench.malleable import SLICES as MALLEABLE_SLICES
+from hal.bench.malleable import MalleableSlice, parse_slices, run_malleable
 from hal.core.profiles import CLASSES
 from hal.scheduler.framework.profile import build_profile
 from hal.scheduler.framework.scheduler import Scheduler
@@ -73,8 +79,7 @@ RUNS = ("none", "oblivious", "plugin", "oracle")
 _MODES = {"none": "off", "oblivious": "off", "plugin": "learned", "oracle": "oracle"}
 NOT_MEASURED = (
     "live.service_p99_ms (a latency-sensitive service's p99 through the feedback API, "
-    "plugin on and off) and sim.malleable_mean_jct_s (malleable jobs with the feedback "
-    "loop) are not measured by this benchmark yet: null, not zero"
+    "plugin on and off) is not measured by this benchmark yet: null, not zero"
 )
 
 
@@ -220,11 +225,17 @@ def run_bench(
     seed: int = 1,
     pass_repeats: int = 21,
     weight: float = DISSONANCE_WEIGHT,
+    malleable: Sequence[MalleableSlice] | None = None,
 ) -> dict[str, Any]:
+    """The JSON: the interference part (``sim``), the malleable part where ``malleable``
+    slices are given (else ``sim.malleable_mean_jct_s`` is null), the pass cost."""
     t0 = time.perf_counter()
     out: dict[str, Any] = {"benchmark": "harmonic-dissonance"}
     if sim:
         out["sim"] = run_sim(slices, seed, weight)
+    if malleable:
+        part = out.setdefault("sim", {"malleable_mean_jct_s": None})
+        part["malleable_mean_jct_s"] = run_malleable(malleable, seed=seed)
     out["live"] = None
     out["not_measured"] = NOT_MEASURED
     if pass_repeats > 0:
@@ -268,10 +279,28 @@ def add_commands(bsub: Any) -> None:
     p.add_argument(
         "--pass-repeats", type=int, default=21, help="sched-pass repeats for the cost (0: skip)"
     )
+    p.add_argument(
+        "--malleable-slices",
+        type=_malleable_slices,
+        default=list(MALLEABLE_SLICES),
+        help="TRACE:JOBS:PROCS[:CORES],... for the malleable jobs (default: SDSC-SP2 and "
+        "CTC-SP2, 3,000 jobs each, one CPU a node)",
+    )
+    p.add_argument("--malleable-only", action="store_true", help="the malleable jobs' part only")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
 
+def _malleable_slices(text: str) -> list[MalleableSlice]:
+    try:
+        return parse_slices(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
 def _cmd(ns: argparse.Namespace) -> int:
-    repeats = 0 if ns.sim else ns.pass_repeats
-    return emit(run_bench(True, ns.slices, ns.seed, repeats, ns.weight), ns.json)
+    repeats = 0 if ns.sim or ns.malleable_only else ns.pass_repeats
+    result = run_bench(
+        not ns.malleable_only, ns.slices, ns.seed, repeats, ns.weight, ns.malleable_slices
+    )
+    return emit(result, ns.json)

@@ -29,6 +29,8 @@ def _when(t: float | None) -> str:
 
 def explain_lines(info: ExplainInfo) -> list[str]:
     lines = [f"job {info.display_id}: {info.state}, reason {info.reason}", f"  why: {info.detail}"]
+    if info.feedback_action:
+        lines.append(f"  feedback: {info.feedback_action}")
     if info.state != "PENDING":
         return lines
     if info.het_blocking_component is not None:

@@ -165,6 +165,8 @@ def _profile(job: JobInfo) -> list[Pair]:
     pairs: list[Pair] = [
         ("Profile", job.profile_class),
         ("LatencySensitive", "yes" if job.latency_sensitive else None),
+        ("Malleable", job.malleable),
+        ("FeedbackAction", job.feedback_action),
     ]
     p = job.profile
     if p is None:

@@ -99,6 +99,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("feedback_goal", ("feedback-goal",)),
     Opt("feedback_metrics", ("feedback-metrics",)),
     Opt("latency_sensitive", ("latency-sensitive",), arg=N),
+    Opt("malleable", ("malleable",), arg=N),
     Opt("data", ("data",)),
     Opt("artifact", ("artifact",)),
     Opt("python_env", ("python-env",)),
@@ -806,6 +807,19 @@ def _resources(
         entry = settings.get(dest)
         return entry[0] if entry else None
 
+    cpus = text("cpus_per_task")
+    if cpus is not None and "-" in cpus:  # --malleable --cpus-per-task=LO-HI
+        from hal.core.malleable import parse_range
+
+        spelled = settings["cpus_per_task"][1]
+        if "malleable" not in settings:
+            raise InvalidRequest(
+                f"{spelled}={cpus}: a range of CPUs per task needs --malleable (the job is "
+                "then resized within it); or give one number",
+                field="cpus_per_task",
+            )
+        fields["cpus_per_task"], fields["cpus_per_task_max"] = parse_range(cpus, spelled)
+        settings = {k: v for k, v in settings.items() if k != "cpus_per_task"}
     nodes = text("nodes")
     if nodes is not None:
         low, high = parse_nodes(nodes)
@@ -996,6 +1010,8 @@ def _scheduling(
         fields["hold"] = True
     if "latency_sensitive" in settings:
         fields["latency_sensitive"] = True
+    if "malleable" in settings:
+        fields["malleable"] = True
     begin = text("begin")
     begin_time = None if begin is None else parse_begin(begin, now)
     if begin_time is not None:

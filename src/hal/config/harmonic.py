@@ -8,6 +8,10 @@ Example (the defaults)::
     max_peers = 32                 # edges kept per workload (and per running job)
     max_identities = 4096          # workloads kept in all; past it the weakest go
     weight = 2.0                   # the harmonic score plugin's weight (0: plugin off)
+    feedback_tick = "30s"          # how often the feedback loop looks (resizes, moves)
+    resize_interval = "10min"      # a malleable job is resized at most this often
+    resize_min_gain = 0.1          # ... and only for at least this share more speedup
+    move_interval = "30min"        # a job is moved off a clashing neighbour at most this often
 
 ``half_life`` is a number of seconds or a number and a unit: ``"90s"``, ``"30min"``,
 ``"1h"``, ``"2d"`` (``m`` is minutes). The bounds keep the graph under
@@ -18,6 +22,10 @@ and past ``max_identities`` the weakest workload, make room.
 (best fit's is 1); ``0`` leaves the plugin out, and the graph is still kept and shown.
 ``scontrol reconfigure`` takes a new weight. A ``[scheduler.score_weights] harmonic``
 entry, where given, wins over it.
+
+The last four drive the feedback loop (``hal.server.malleable``, docs/feedback.md):
+resizing ``--malleable`` jobs toward the most goodput, and moving one of two jobs that
+clash; durations are written as ``half_life`` is. ``resize_min_gain`` is from 0 to 10.
 """
 
 from __future__ import annotations
@@ -28,7 +36,22 @@ from typing import Any
 
 from hal.config.priority import LONGEST_S, fail, unknown_key, whole_number
 
-HARMONIC_KEYS = ("half_life", "max_peers", "max_identities", "weight")
+HARMONIC_KEYS = (
+    "half_life",
+    "max_peers",
+    "max_identities",
+    "weight",
+    "feedback_tick",
+    "resize_interval",
+    "resize_min_gain",
+    "move_interval",
+)
+# hal.core.malleable's and hal.server.malleable's defaults (the config plane imports
+# neither; tests/unit/core/test_config_feedback_loop.py keeps them equal)
+FEEDBACK_TICK_S = 30.0
+RESIZE_INTERVAL_S = 600.0
+RESIZE_MIN_GAIN = 0.1
+MOVE_INTERVAL_S = 1800.0
 HALF_LIFE_S = 3600.0
 MAX_PEERS = 32
 MAX_IDENTITIES = 4096
@@ -56,6 +79,11 @@ class HarmonicConfig:
     max_peers: int = MAX_PEERS
     max_identities: int = MAX_IDENTITIES
     weight: float = WEIGHT  # the harmonic score plugin's weight; 0: left out of the profile
+    # the feedback loop (hal.server.malleable)
+    feedback_tick_s: float = FEEDBACK_TICK_S
+    resize_interval_s: float = RESIZE_INTERVAL_S
+    resize_min_gain: float = RESIZE_MIN_GAIN
+    move_interval_s: float = MOVE_INTERVAL_S
 
 
 def parse_half_life(value: Any, source: str, field: str) -> float:
@@ -109,6 +137,30 @@ def harmonic_from_table(table: Any, source: str) -> HarmonicConfig:
     if identities > most:
         raise fail(source, "harmonic.max_identities", f"must be at most {most} (got {count})")
     weight = parse_weight(table["weight"], source) if "weight" in table else WEIGHT
+    durations = {}
+    for key, default in (
+        ("feedback_tick", FEEDBACK_TICK_S),
+        ("resize_interval", RESIZE_INTERVAL_S),
+        ("move_interval", MOVE_INTERVAL_S),
+    ):
+        durations[key] = (
+            parse_half_life(table[key], source, f"harmonic.{key}") if key in table else default
+        )
+    gain = table.get("resize_min_gain", RESIZE_MIN_GAIN)
+    if isinstance(gain, bool) or not isinstance(gain, int | float) or not 0 <= gain <= 10:
+        raise fail(
+            source,
+            "harmonic.resize_min_gain",
+            f"{gain!r} must be a number from 0 to 10: the least share of speedup a resize "
+            "must gain, e.g. 0.1",
+        )
     return HarmonicConfig(
-        half_life_s=half_life, max_peers=peers, max_identities=identities, weight=weight
+        half_life_s=half_life,
+        max_peers=peers,
+        max_identities=identities,
+        weight=weight,
+        feedback_tick_s=durations["feedback_tick"],
+        resize_interval_s=durations["resize_interval"],
+        resize_min_gain=float(gain),
+        move_interval_s=durations["move_interval"],
     )

@@ -16,6 +16,7 @@ from enum import StrEnum
 from hal.core.artifacts import ArtifactRef
 from hal.core.container import Container
 from hal.core.job_rules import JobRule
+from hal.core.malleable import MalleableRange
 from hal.core.pyenv import PythonEnv
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
@@ -223,6 +224,9 @@ class JobSpec:
     # --latency-sensitive (or a QoS marked so): kept from noisy neighbours first; the job
     # carries it as ``extra[LATENCY_SENSITIVE]`` (``hal.core.profiles``)
     latency_sensitive: bool = False
+    # --malleable: the range it may be resized within (``hal.core.malleable``); the
+    # feedback controller requeues it at another size there (docs/feedback.md)
+    malleable: MalleableRange | None = None
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

@@ -38,6 +38,7 @@ from hal.server.dissonance import DissonanceAwareRunner, DissonanceService
 from hal.server.feedback import FeedbackService, load_key
 from hal.server.job_mail import JobMail
 from hal.server.mail_program import MailProgram
+from hal.server.malleable import FeedbackLoop
 from hal.server.observe.plane import ObservePlane
 from hal.server.power import PowerService
 from hal.server.predictions import MODEL_FILE, PredictionService
@@ -215,6 +216,8 @@ class ControlPlane:
         self.feedback = FeedbackService(self.cluster, load_key(self.data_dir))
         self.cluster.feedback_key = self.feedback.key
         self.observe.metrics.feedback_latest = self.feedback.running_latest
+        # what jobs report acted on: malleable jobs resized, clashing jobs moved apart
+        self.feedback_loop = FeedbackLoop(self.cluster, self.feedback, self.dissonance.view)
         # what the HTTP edge reaches (``hal.api``), typed
         self.ctx = Services(
             config=config,
@@ -294,6 +297,7 @@ class ControlPlane:
             asyncio.create_task(self.traffic.run(self._stop), name="hal-traffic"),
             asyncio.create_task(self.power.run(self._stop), name="hal-power"),
             asyncio.create_task(self.dissonance.run(self._stop), name="hal-dissonance"),
+            asyncio.create_task(self.feedback_loop.run(self._stop), name="hal-feedback-loop"),
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from hal.core.job import Job
+from hal.core.malleable import ACTION
 from hal.core.preemption import PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework import Framework, PassContext, Scheduler
@@ -303,6 +304,7 @@ async def explain(
         earliest_start=earliest,
         het_blocking_component=het_blocker,
         placement=job.extra.get(PLACEMENT_NOTE),
+        feedback_action=job.extra.get(ACTION),
     )
 
 

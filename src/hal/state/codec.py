@@ -21,6 +21,7 @@ from hal.core.job import (
     TopologyConstraint,
 )
 from hal.core.job_rules import JobRule
+from hal.core.malleable import MalleableRange
 from hal.core.pyenv import PythonEnv
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
@@ -74,6 +75,8 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [value.bundle, [i.name, i.version, i.sha256, i.kind] if i else None]
         elif name in _RULE_FIELDS:
             value = [[r.job_id, r.name, r.level, r.required] for r in value]
+        elif name == "malleable" and value is not None:
+            value = [value.unit, value.low, value.high]
         d[name] = value
     return json.dumps(d, separators=(",", ":"))
 
@@ -135,6 +138,9 @@ def spec_from_json(text: str, script: str) -> JobSpec:
         d["het"] = HetSpec(*d["het"])
     if d.get("cron") is not None:
         d["cron"] = CronSpec(*d["cron"])
+    if d.get("malleable") is not None:
+        unit, low, high = d["malleable"]
+        d["malleable"] = MalleableRange(str(unit), int(low), int(high))
     known = set(JobSpec.__slots__)
     return JobSpec(**{k: v for k, v in d.items() if k in known})
 

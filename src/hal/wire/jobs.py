@@ -180,6 +180,10 @@ class JobInfo(WireModel):
     profile_class: str | None = None
     # asked to be protected from noisy neighbours first (--latency-sensitive, or its QoS)
     latency_sensitive: bool = False
+    # --malleable: its range ("nodes=2-8", "cpus=4-16"); the feedback controller's last
+    # resize or move of it and why (docs/feedback.md)
+    malleable: str | None = None
+    feedback_action: str | None = None
     workdir: str
     # the script's file and arguments as submitted (``scontrol show job``'s Command=);
     # None: read from stdin, ``--wrap`` or sent without a path

@@ -192,3 +192,6 @@ class ExplainInfo(WireModel):
     # a started job: why the scheduler chose its nodes, when a plugin's choice decided
     # them (the traffic graph's note, as ``JobInfo.placement``); None: none
     placement: str | None = None
+    # a malleable or moved job: the feedback controller's last resize or move of it,
+    # and why (``hal.core.malleable.ACTION``); None: none
+    feedback_action: str | None = None

@@ -142,6 +142,10 @@ class JobSubmit:
     interactive: bool = False
     # --latency-sensitive: keep the job from noisy neighbours first (docs/harmonic.md)
     latency_sensitive: bool = False
+    # --malleable: resizable within its --nodes=LO-HI or --cpus-per-task=LO-HI (the high
+    # end of which is cpus_per_task_max) by the feedback controller (docs/feedback.md)
+    malleable: bool = False
+    cpus_per_task_max: Annotated[int | None, Ge(1), Le(100_000)] = None
 
 
 @dataclass(slots=True)
