@@ -313,12 +313,15 @@ class Transaction:
 
 class SqlStateStore:
     """The ``StateStore`` over SQLAlchemy Core, on the database at ``url``; its engine is
-    made at once, a connection only at the first use."""
+    made at once, a connection only at the first use. ``application_name``: what
+    PostgreSQL's ``pg_stat_activity`` names its connections (the server's:
+    ``hal-server:HOST:PID``, ``hal.state.leader``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, application_name: str | None = None) -> None:
         self.url = normalise_url(url)
         self.is_sqlite = is_sqlite(self.url)
-        self.engine: Engine = make_engine(self.url)
+        self.application_name = application_name
+        self.engine: Engine = make_engine(self.url, application_name=application_name)
 
     def close(self) -> None:
         self.engine.dispose()
