@@ -56,6 +56,7 @@ from hal.server.standby import Leadership, stand_by
 from hal.server.traffic import TrafficAwareRunner, TrafficService
 from hal.state import agents, preempt, reservations, step_signal
 from hal.state.cluster import Cluster
+from hal.state.codec import JobRowMemo
 from hal.state.config_change import take_config
 from hal.state.leader import application_name
 from hal.state.retention import RecordPurge
@@ -285,9 +286,17 @@ class ControlPlane:
             return
         self._standing_by = asyncio.create_task(self._stand_by(), name="hal-standby")
 
+    def _preload(self) -> int:
+        """A standby's read ahead of the jobs ``Cluster.load`` will read at its takeover
+        (kept decoded in the store's ``JobRowMemo``); returns how many."""
+        if self.store.job_memo is None:
+            self.store.job_memo = JobRowMemo()
+        since = self.cluster.clock.now() - self.config.min_job_age_seconds
+        return len(self.store.load_jobs(active_or_ended_after=since))
+
     async def _stand_by(self) -> None:
         try:
-            await stand_by(self.leadership, self.start, self._stop)
+            await stand_by(self.leadership, self.start, self._stop, self._preload)
         except Exception as err:  # took the lock but could not start: leave it to another
             self.fenced = f"took the lead but could not start: {err}"
             log.exception("took the lead but could not start")
@@ -302,6 +311,7 @@ class ControlPlane:
             raise Conflict("another HAL server leads this database; this one stands by")
         self._started = True
         await self.cluster.load()
+        self.store.job_memo = None  # (a standby's read ahead: used once, by that load)
         await self.ctx.artifacts.load()
         await self.ctx.steps.restore()  # the steps that ran on while it was away
         await self.predictions.start()
