@@ -39,7 +39,7 @@ log = logging.getLogger("hal.server")
 
 Role = Literal["leader", "standby", "starting"]
 RETRY_S = 1.0  # a standby asks for the lock this often
-PRELOAD_S = 10.0  # and reads the jobs ahead this often (``stand_by``)
+PRELOAD_S = 5.0  # and reads the jobs ahead this often (``stand_by``)
 
 
 class Leadership:
