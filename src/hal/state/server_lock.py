@@ -48,6 +48,9 @@ ADVISORY_KEY = 0x48414C535256
 # client (libpq: the leader notices a database host that vanished) and on PostgreSQL's
 # end of the session (it ends a vanished leader's session, and frees the lock).
 KEEPALIVE = {"idle": 5, "interval": 2, "count": 3}
+# keepalives probe an idle connection only: data sent and not acknowledged (a renewal
+# into a network cut) is given up after this long instead of TCP's ~15 min of retries
+USER_TIMEOUT_MS = 11_000
 
 
 class ServerLock:
@@ -163,6 +166,7 @@ def _lock_engine(url: str, application_name: str | None) -> Engine:
         "keepalives_idle": KEEPALIVE["idle"],
         "keepalives_interval": KEEPALIVE["interval"],
         "keepalives_count": KEEPALIVE["count"],
+        "tcp_user_timeout": USER_TIMEOUT_MS,
     }
     if "connect_timeout" not in make_url(url).query:
         args["connect_timeout"] = CONNECT_TIMEOUT_S
@@ -180,6 +184,7 @@ def _advisory_lock(store: SqlStateStore) -> Connection:
         # that vanished loses its session, and the lock, within about 11 s
         for name, value in KEEPALIVE.items():
             conn.execute(text(f"SET tcp_keepalives_{name} = {int(value)}"))
+        conn.execute(text(f"SET tcp_user_timeout = {USER_TIMEOUT_MS}"))
         took = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": ADVISORY_KEY})
         if took.scalar_one():
             return conn
