@@ -50,7 +50,9 @@ class Leadership:
     def __init__(self, store: SqlStateStore, *, standby: bool = False) -> None:
         self.store = store
         self.standby = standby
-        self.role: Role = "starting"
+        # "leader" until ``claim`` says otherwise: an app used without its lifespan (a
+        # test client, an embedder) serves as a server on its own database would
+        self.role: Role = "leader"
         self.url = ""  # where clients reach this server (``--advertise-url``)
         self.name = store.application_name or application_name()
         self.leader: LeaderRecord | None = None  # the last one read or recorded
