@@ -240,6 +240,4 @@ class LeaseKeeper:
             )
             raise Fenced(self.fenced)
         if not held:
-            raise Fenced(
-                "this server's database lock session has ended; it is being taken again"
-            )
+            raise Fenced("this server's database lock session has ended; it is being taken again")
