@@ -76,7 +76,14 @@ def create_app(
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, object]:
-        return {"status": "ok", "version": __version__, "revision": ctx.cluster.revision}
+        """Alive; ``role``: leader, standby or starting (``GET /v1/ha`` says more)."""
+        role = ctx.leadership.role if ctx.leadership is not None else "leader"
+        return {
+            "status": "ok",
+            "version": __version__,
+            "revision": ctx.cluster.revision,
+            "role": role,
+        }
 
     _document_fast_bodies(app)
     for module in (

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from hal.api.app import create_app
+from hal.api.role_gate import install as install_role_gate
 from hal.api.routes_observe import install as install_observe
 from hal.cache.app import CacheControlPlane
 from hal.cache.auth import cache_token
@@ -53,7 +54,8 @@ class HalServer(ControlPlane):
         config_path: str | Path | None = None,
     ) -> None:
         super().__init__(config, db_url, clock, data_dir=data_dir, config_path=config_path)
-        self.app = create_app(self.ctx, on_start=self.start, on_stop=self.stop)
+        # a standby comes up at once and leads later (``ControlPlane.begin``)
+        self.app = create_app(self.ctx, on_start=self.begin, on_stop=self.stop)
         # --cache-control-plane: the cache contract's API under /cache, in this process
         self.cache_plane: CacheControlPlane | None = None
         if cache_plane:
@@ -63,6 +65,7 @@ class HalServer(ControlPlane):
             # the cache app types its ASGI arguments as dict, Starlette as MutableMapping
             self.app.mount(CACHE_PREFIX, cast(ASGIApp, self.cache_plane.app))
         install_observe(self.app, self.observe)
+        install_role_gate(self.app, self.leadership)  # outermost: every answer has a role
         # /metrics asks for this token when set (`hal server --metrics-token-file`)
         self.app.state.metrics_token = os.environ.get(METRICS_TOKEN_ENV, "").strip() or None
         self._uvicorn: uvicorn.Server | None = None  # while ``serve`` runs
@@ -90,7 +93,7 @@ class HalServer(ControlPlane):
             await self.cache_plane.start()
 
     async def stop(self) -> None:
-        if self.cache_plane is not None:
+        if self.cache_plane is not None and self.leadership.role == "leader":
             await self.cache_plane.stop()
         await super().stop()
 
@@ -109,6 +112,8 @@ class HalServer(ControlPlane):
         for their node: mutual TLS)."""
         sockets = [sock if sock is not None else listen_socket(host, port)]
         self.url = own_url(host, port, https=tls is not None)
+        if not self.leadership.url:  # (``--advertise-url`` sets it before ``claim``)
+            self.leadership.url = self.url
         config = uvicorn.Config(
             self.app,
             host=host,

@@ -1,13 +1,14 @@
-"""``hal bench cold-takeover``: how long a standby `hal server` takes to lead after the
-leader is killed, as deploy/systemd's unit runs standbys today (docs/admin/install.md).
+"""``hal bench cold-takeover``: how long a restarted `hal server` takes to lead after the
+leader is killed, when servers refuse to stand by (``--no-standby``) and a restart loop
+brings them back, as deploy/systemd's unit did before standbys.
 
 A leader and a standby on one fresh PostgreSQL database, each with its own data folder
 and port. The standby is started again every ``--restart`` seconds while another server
 holds the database (it exits at once, status 5), as ``Restart=always`` with
 ``RestartSec`` does. Each round the leader is killed with SIGKILL, and the time until the
 standby answers ``/healthz`` is taken; the killed one then becomes the next standby.
-This is a cold takeover (a restart, state read afresh), not the warm standby the
-failover plane still lacks.
+This measures the cold takeover (a restart, state read afresh), against which the warm
+standby of docs/admin/failover.md (``hal bench failover``) is compared.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ class _Server:
             self.next_start = time.monotonic() + self.restart  # (it exited: RestartSec)
         if time.monotonic() < self.next_start:
             return
-        args = ["server", "--db", self.db, "--data-dir", str(self.work), "--port"]
+        args = ["server", "--no-standby", "--db", self.db, "--data-dir", str(self.work)]
+        args.append("--port")
         with open(self.work.with_suffix(".log"), "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "hal.cli.main", *args, str(self.port)],

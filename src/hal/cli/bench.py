@@ -65,6 +65,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     from hal.bench import (
         agent_traffic,
         cloud,
+        failover,
         fragmentation,
         harmonic,
         harmonic_dissonance,
@@ -89,6 +90,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     sched_pass.add_commands(bsub)
     scale.add_commands(bsub)
     takeover.add_commands(bsub)
+    failover.add_commands(bsub)
     fragmentation.add_commands(bsub)
     harmonic.add_commands(bsub)
     harmonic_dissonance.add_commands(bsub)

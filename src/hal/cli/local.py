@@ -320,20 +320,51 @@ def cmd_server(ns: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     server = _server(config, source, db_url, data_dir, ns)
+    # PostgreSQL: a second server stands by and takes over (hal.server.standby)
+    server.leadership.standby = not ns.no_standby
+    server.leadership.url = _advertised(ns, port, tls is not None)
     with (
         _claimed(server, db_url),  # another server on this database: refused first
         listen_socket(ns.host, port) as sock,  # before --init-admin prints a token
     ):
-        token = _prepare_database(db_url, ns.init_admin)
-        if token:
-            print(f"created administrator {ns.init_admin}; token (shown once): {token}")
-        print(f"HAL control plane on {url} (database {_redact(db_url)})", flush=True)
+        if server.leadership.leading:
+            token = _prepare_database(db_url, ns.init_admin)
+            if token:
+                print(f"created administrator {ns.init_admin}; token (shown once): {token}")
+        else:  # the leader migrates and writes; a standby only checks it can connect
+            _prepare_database(db_url, None, migrate=False)
+            if ns.init_admin:
+                print(
+                    f"hal server: standing by, so --init-admin {ns.init_admin} is left "
+                    "undone; give it to the leader, or run `hal user add "
+                    f"{ns.init_admin} --admin` against it",
+                    file=sys.stderr,
+                )
+        role = "" if server.leadership.leading else ", standing by: another server leads"
+        print(f"HAL control plane on {url} (database {_redact(db_url)}{role})", flush=True)
         run_loop(server.serve(ns.host, port, sock=sock, tls=tls))
     if server.fenced:
         from hal.core.errors import Conflict
 
         raise Conflict(server.fenced)
     return 0
+
+
+def _advertised(ns: argparse.Namespace, port: int, https: bool) -> str:
+    """``--advertise-url``, checked, else the URL this server listens on by this host's
+    name (``own_url``): what standbys send clients to while this server leads."""
+    from hal.api.server import own_url
+
+    given: str | None = ns.advertise_url
+    if given is None:
+        return own_url(ns.host, port, https=https)
+    if not given.startswith(("http://", "https://")):
+        raise InvalidRequest(
+            f"--advertise-url {given!r} is no http:// or https:// URL; give the address "
+            f"clients reach this server at, e.g. https://{socket.getfqdn()}:{port}",
+            field="advertise_url",
+        )
+    return given.rstrip("/")
 
 
 def server_tls(ns: argparse.Namespace) -> ServerTls | None:
@@ -367,14 +398,15 @@ def _loopback(host: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def _prepare_database(db_url: str, init_admin: str | None) -> str | None:
-    """Check that the database serves and create ``init_admin``: its token, if new."""
+def _prepare_database(db_url: str, init_admin: str | None, *, migrate: bool = True) -> str | None:
+    """Check that the database serves (``migrate``: and bring its schema up to date) and
+    create ``init_admin``: its token, if new."""
     from hal.server.users import ensure_user
     from hal.state.store import SqlStateStore
 
     store = SqlStateStore(db_url)
     try:
-        _check_database(store, db_url)
+        _check_database(store, db_url, migrate=migrate)
         if not init_admin:
             return None
         return ensure_user(store, init_admin, admin=True, now=time.time())
@@ -397,12 +429,15 @@ def _claimed(server: HalServer, db_url: str) -> Iterator[None]:
         server.unclaim()
 
 
-def _check_database(store: SqlStateStore, db_url: str) -> None:
+def _check_database(store: SqlStateStore, db_url: str, *, migrate: bool = True) -> None:
     """One round trip before starting: a database that cannot serve is one clear line
-    (exit 6, as for any service unavailable), not uvicorn's traceback of a failed start."""
+    (exit 6, as for any service unavailable), not uvicorn's traceback of a failed start.
+    ``migrate``: bring the schema up to date too (not a standby's business: two servers
+    starting at once on a fresh database would create the same tables)."""
     try:
         store.ping()
-        store.migrate()  # a write: a read-only file fails here, not in the server's start
+        if migrate:
+            store.migrate()  # a write: a read-only file fails here, not in the server's start
     except Exception as err:
         raise _unavailable(err, store.is_sqlite, db_url) from None
 

@@ -140,6 +140,19 @@ def _add_server(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="/metrics asks for the bearer token in this file (default HAL_METRICS_TOKEN; "
         "none: open)",
     )
+    srv.add_argument(
+        "--no-standby",
+        action="store_true",
+        help="PostgreSQL: exit (status 5) when another server leads the database, instead "
+        "of standing by to take over (docs/admin/failover.md)",
+    )
+    srv.add_argument(
+        "--advertise-url",
+        default=None,
+        metavar="URL",
+        help="where clients and agents reach this server once it leads, as standbys send "
+        "them (default: the URL it listens on, by this host's name)",
+    )
     srv.set_defaults(func=local.cmd_server)
     observe.add_logging_options(srv)
 

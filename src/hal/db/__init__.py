@@ -34,10 +34,12 @@ def is_sqlite(url: str) -> bool:
     return make_url(normalise_url(url)).get_backend_name() == "sqlite"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, application_name: str | None = None) -> Engine:
     """An engine for ``url``. SQLite gets WAL, ``synchronous=NORMAL`` and a busy timeout
     (several processes — server, HTC broker — may write one file); PostgreSQL gets
-    pre-ping so a restarted server is reconnected instead of failing a request."""
+    pre-ping so a restarted server is reconnected instead of failing a request, and
+    ``application_name`` on each connection when given (``pg_stat_activity`` names the
+    process; a new leader ends its predecessor's sessions by it, ``hal.state.leader``)."""
     url = normalise_url(url)
     if is_sqlite(url):
         engine = create_engine(
@@ -48,6 +50,8 @@ def make_engine(url: str) -> Engine:
     connect_args: dict[str, Any] = {}
     if "connect_timeout" not in make_url(url).query:  # the URL's own setting wins
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+    if application_name is not None:  # wins over the URL's: fencing relies on it
+        connect_args["application_name"] = application_name
     return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
 
 

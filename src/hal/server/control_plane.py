@@ -53,12 +53,14 @@ from hal.server.reconfigure import (
 )
 from hal.server.services import Services
 from hal.server.software_staging import SoftwareStaging, StagingRunner
+from hal.server.standby import Leadership, stand_by
 from hal.server.traffic import TrafficAwareRunner, TrafficService
 from hal.state import agents, preempt, reservations, step_signal
 from hal.state.cluster import Cluster
+from hal.state.codec import JobRowMemo
 from hal.state.config_change import take_config
+from hal.state.leader import application_name
 from hal.state.retention import RecordPurge
-from hal.state.server_lock import ServerLock
 from hal.state.store import SqlStateStore
 from hal.wire.nodes import Reconfigured, kept_warning
 
@@ -139,7 +141,7 @@ class ControlPlane:
         self.config_path = Path(config_path) if config_path is not None else None
         self._config_was_read = self.config_path is not None and self.config_path.exists()
         self._reconfiguring = asyncio.Lock()
-        self.store = SqlStateStore(db_url)
+        self.store = SqlStateStore(db_url, application_name=application_name())
         self.cluster = Cluster(self.store, config, clock or SystemClock())
         self.data_dir = Path(data_dir).expanduser() if data_dir else sqlite_dir(db_url)
         # the default profile for this config, tuned or replaced by [scheduler]
@@ -243,7 +245,11 @@ class ControlPlane:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._releasing: asyncio.Task[None] | None = None  # held: a task only weakly held
-        self._server_lock: ServerLock | None = None
+        # the database's lock, the lead and the standby's wait (``hal.server.standby``)
+        self.leadership = Leadership(self.store)
+        self.ctx.leadership = self.leadership
+        self._standing_by: asyncio.Task[None] | None = None
+        self._started = False  # this server led (``start``): ``stop`` has things to stop
         # SIGHUP reconfigures, one task each (held: a task is only weakly held); they
         # wait their turn on ``_reconfiguring`` and are cancelled at stop
         self._hangups: set[asyncio.Task[None]] = set()
@@ -259,25 +265,56 @@ class ControlPlane:
         # while its session was gone (``_keep_claim``); "" while it has not
         self.fenced = ""
 
-    def claim(self) -> None:
-        """Take the database's server lock (``hal.state.server_lock``), if not yet held: a
-        second server on this database is refused (``Conflict``) before it reads anything.
-        The CLI calls this before serving, so the refusal is one line; ``start`` calls it
-        for everyone else."""
-        if self._server_lock is None:
-            self._server_lock = ServerLock.take(self.store)
+    def claim(self) -> bool:
+        """Take the database's server lock (``hal.state.server_lock``), if not yet held,
+        before anything is read: True when this server leads. A second server on this
+        database is refused (``Conflict``), or with ``leadership.standby`` on PostgreSQL
+        stands by (False; ``begin`` waits for the lead). The CLI calls this before
+        serving, so a refusal is one line; ``start`` calls it for everyone else."""
+        return self.leadership.claim()
 
     def unclaim(self) -> None:
         """Let go of the server lock (``stop`` does, after the last write; the CLI too
         when the server never started)."""
-        if self._server_lock is not None:
-            self._server_lock.release()
-            self._server_lock = None
+        self.leadership.release()
+
+    async def begin(self) -> None:
+        """Start leading if the lock is this server's, else stand by and lead once it
+        is (``hal.server.standby``): what the HTTP edge runs as it comes up, so a
+        standby answers at once (``/healthz``, ``/v1/ha``, redirects)."""
+        if self._stop.is_set():
+            self._stop = asyncio.Event()
+        if await asyncio.to_thread(self.claim):
+            await self.start()
+            return
+        self._standing_by = asyncio.create_task(self._stand_by(), name="hal-standby")
+
+    def _preload(self) -> int:
+        """A standby's read ahead of the jobs ``Cluster.load`` will read at its takeover
+        (kept decoded in the store's ``JobRowMemo``); returns how many."""
+        if self.store.job_memo is None:
+            self.store.job_memo = JobRowMemo()
+        since = self.cluster.clock.now() - self.config.min_job_age_seconds
+        return len(self.store.load_jobs(active_or_ended_after=since))
+
+    async def _stand_by(self) -> None:
+        try:
+            await stand_by(self.leadership, self.start, self._stop, self._preload)
+        except Exception as err:  # took the lock but could not start: leave it to another
+            self.fenced = f"took the lead but could not start: {err}"
+            log.exception("took the lead but could not start")
+            self.leadership.release()
+            if self.on_fenced is not None:
+                self.on_fenced()
 
     async def start(self) -> None:
-        self._stop = asyncio.Event()
-        await asyncio.to_thread(self.claim)
+        if self._stop.is_set():  # started again after a stop
+            self._stop = asyncio.Event()
+        if not await asyncio.to_thread(self.claim):
+            raise Conflict("another HAL server leads this database; this one stands by")
+        self._started = True
         await self.cluster.load()
+        self.store.job_memo = None  # (a standby's read ahead: used once, by that load)
         await self.ctx.artifacts.load()
         await self.ctx.steps.restore()  # the steps that ran on while it was away
         await self.predictions.start()
@@ -303,6 +340,7 @@ class ControlPlane:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
         if self.cloud_providers:
             await self._start_cloud()
+        self.leadership.role = "leader"
         log.info("control plane started", extra={"revision": self.cluster.revision})
 
     async def _start_cloud(self) -> None:
@@ -338,6 +376,12 @@ class ControlPlane:
 
     async def stop(self) -> None:
         self._stop.set()
+        if self._standing_by is not None:
+            await cancel_tasks([self._standing_by])
+        if not self._started:  # a standby that never led: nothing of it to write
+            self.unclaim()
+            await self.cluster.close()
+            return
         self.cluster.changed.set()
         await cancel_tasks([*self._tasks, *self._hangups])
         self._tasks = []
@@ -351,6 +395,7 @@ class ControlPlane:
         await self.predictions.stop()
         await self.cluster.close()
         self.unclaim()  # after the last write
+        self._started = False
 
     # -- scontrol reconfigure -------------------------------------------------------
     async def reconfigure(self, by: str = "") -> Reconfigured:
@@ -456,9 +501,10 @@ class ControlPlane:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), HOUSEKEEPING_S)
             try:
-                # during a database outage: one probe a tick, nothing else (none of it
-                # could be written); the probe that succeeds ends the outage
-                if not await self.cluster.database_ok() or not await self._keep_claim():
+                # fenced: nothing more; during a database outage: one probe a tick,
+                # nothing else (none of it could be written); the probe that succeeds
+                # ends the outage
+                if not await self._keep_claim() or not await self.cluster.database_ok():
                     continue
                 await self.cluster.reconcile()
                 await self.ctx.steps.record_unrecorded()
@@ -475,29 +521,19 @@ class ControlPlane:
                 log.exception("housekeeping failed")
 
     async def _keep_claim(self) -> bool:
-        """Whether the server lock is still this server's (``ServerLock.keep``: taken
-        again if its PostgreSQL session ended). When another server took it meanwhile,
-        this one's mirror can no longer be trusted: it is fenced, and stops serving."""
-        lock = self._server_lock
-        if lock is None:
+        """Whether this server still leads (its lease keeper renews the lock and the lease
+        every second, ``hal.state.leader``). When another server took the lead, this
+        one's mirror can no longer be trusted: it is fenced, and stops serving."""
+        why = self.leadership.fenced
+        if not why:
             return True
-        try:
-            if await asyncio.to_thread(lock.keep, self.store):
-                log.warning("took the database's server lock again (its session had ended)")
-        except Conflict as err:
-            self.fenced = (
-                f"{err} (it took the lock while this server's connection was down); this "
-                "server stops, as its view of the cluster may be stale"
-            )
-            log.critical("%s", self.fenced)
+        if not self.fenced:
+            self.fenced = why
             self._stop.set()
             self._releasing = asyncio.create_task(self.release_waiters())
             if self.on_fenced is not None:
                 self.on_fenced()
-            return False
-        except Exception as err:  # the database is out of reach: the next tick tries again
-            log.debug("server lock not checked: %s", err)
-        return True
+        return False
 
     async def release_waiters(self) -> None:
         """Before the graceful shutdown: requests that wait by design (agents' output

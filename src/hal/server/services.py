@@ -30,6 +30,7 @@ from hal.server.observe.plane import ObservePlane
 from hal.server.power import PowerService
 from hal.server.predictions import PredictionService
 from hal.server.priority import PriorityService
+from hal.server.standby import Leadership
 from hal.server.traffic import TrafficService, with_traffic
 from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
@@ -61,6 +62,8 @@ class Services:
     data_dir: Path | None = None
     # ``scontrol reconfigure`` (``ControlPlane.reconfigure``; None: no control plane)
     reconfigure: Callable[[str], Awaitable[Reconfigured]] | None = None
+    # whether this server leads, stands by or is starting (``hal.server.standby``)
+    leadership: Leadership | None = None
     # the HTC broker process, started at the first HTC request (``hal.api.routes_htc``)
     htc_broker: BrokerProcess | None = None
     steps: StepTable = field(init=False)  # job steps (ADR 0012), made from ``cluster``

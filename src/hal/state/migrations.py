@@ -311,6 +311,11 @@ def _v34_artifact_aliases(conn: Connection) -> None:
     schema.artifact_aliases.create(conn, checkfirst=True)
 
 
+def _v35_server_leader(conn: Connection) -> None:
+    # server_leader: which PostgreSQL server leads, its epoch and lease (hal.state.leader)
+    schema.server_leader.create(conn, checkfirst=True)
+
+
 def _v28_step_input_readers(conn: Connection) -> None:
     # running_steps.relay: the ranks that read srun's relayed stdin, so a restarted server
     # takes the relay up and srun sends again what it lost; steps kept before: none known
@@ -386,6 +391,7 @@ STEPS: tuple[Step, ...] = (
     _v32_run_interruptions,
     _v33_run_costs,
     _v34_artifact_aliases,
+    _v35_server_leader,
 )
 
 

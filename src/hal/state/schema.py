@@ -379,3 +379,16 @@ job_feedback = Table(
     Column("last_value", Float, nullable=False),
     Column("points", Text, nullable=False),
 )
+
+server_leader = Table(
+    # the PostgreSQL server that leads (hal.state.leader): one row, id 1
+    "server_leader",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("epoch", BigInteger, nullable=False),  # + 1 at every takeover
+    Column("url", String(1024), nullable=False),  # where clients reach the leader
+    Column("host", String(256), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("since", Float, nullable=False),  # the database's clock, Unix seconds
+    Column("renewed", Float, nullable=False),  # the lease: the database's clock, renewed 1/s
+)

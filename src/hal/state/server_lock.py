@@ -11,10 +11,13 @@ refused with a ``Conflict`` naming who holds it.
   pid and host. The kernel drops it when the process ends, even by SIGKILL.
 - PostgreSQL: a session advisory lock on one connection kept open; PostgreSQL drops it
   when that connection ends, as it does in an outage (or a ``pg_terminate_backend``).
-  The server checks the connection every housekeeping tick (``keep``) and takes the lock
-  again on a new one; if a second server took it meanwhile, this one is *fenced*: its
-  mirror can no longer be trusted, and it stops (``HalServer``), leaving the database
-  to the other.
+  The leader checks the connection every second (``keep``, from its lease keeper,
+  ``hal.state.leader``) and takes the lock again on a new one; if a second server took
+  it meanwhile, this one is *fenced*: its mirror can no longer be trusted, and it stops
+  (``HalServer``), leaving the database to the other. The lock's connection has TCP
+  keepalives on both ends (``KEEPALIVE``): PostgreSQL ends the session of a host that
+  stopped answering within about 11 s, and the leader notices a database that did.
+  A standby server (``try_take``) asks for the lock again about once a second.
 
 Commands that only read or write a few rows (``hal server --init-admin``, ``hal up``'s
 token, the HTC broker) do not take it.
@@ -24,19 +27,30 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import socket
 from pathlib import Path
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import NullPool
 
 from hal.core.errors import Conflict, Unavailable
+from hal.db import CONNECT_TIMEOUT_S
 from hal.state.store import SqlStateStore
 
 # the advisory lock's key: "HALSRV" in ASCII, a constant no other tool is likely to use
 ADVISORY_KEY = 0x48414C535256
+# TCP keepalives of the lock's connection, seconds: first probe after IDLE s of silence,
+# then every INTERVAL s, COUNT unanswered probes end it (5 + 2 x 3 = 11 s). Set on the
+# client (libpq: the leader notices a database host that vanished) and on PostgreSQL's
+# end of the session (it ends a vanished leader's session, and frees the lock).
+KEEPALIVE = {"idle": 5, "interval": 2, "count": 3}
+# keepalives probe an idle connection only: data sent and not acknowledged (a renewal
+# into a network cut) is given up after this long instead of TCP's ~15 min of retries
+USER_TIMEOUT_MS = 11_000
 
 
 class ServerLock:
@@ -56,6 +70,26 @@ class ServerLock:
         if not path or path == ":memory:":  # private to this process: nobody to refuse
             return cls(None, None)
         return cls(_file_lock(Path(path)), None)
+
+    @classmethod
+    def try_take(cls, store: SqlStateStore) -> ServerLock | None:
+        """``take``, or None while another server holds the lock (a standby's retry)."""
+        try:
+            return cls.take(store)
+        except Conflict:
+            return None
+
+    @property
+    def connection(self) -> Connection | None:
+        """The lock's own connection (PostgreSQL; autocommit): the leader's lease is
+        renewed on it, so the lease lives exactly as long as the lock's session."""
+        return self._conn
+
+    def backend_pid(self) -> int | None:
+        """The PostgreSQL backend that holds the lock for this process (None: SQLite)."""
+        if self._conn is None:
+            return None
+        return int(self._conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
 
     def keep(self, store: SqlStateStore) -> bool:
         """Make sure the lock is still held: on PostgreSQL its session may have ended (an
@@ -121,11 +155,36 @@ def _file_lock(database: Path) -> int:
     return fd
 
 
+@functools.lru_cache(maxsize=8)
+def _lock_engine(url: str, application_name: str | None) -> Engine:
+    """An engine for the lock's connection alone: not pooled (closing it ends the
+    session, and the lock with it), with TCP keepalives (``KEEPALIVE``), named as the
+    server's other connections are, and not subject to their connect-time check. One
+    per database and name: a standby asks for the lock every second."""
+    args: dict[str, object] = {
+        "keepalives": 1,
+        "keepalives_idle": KEEPALIVE["idle"],
+        "keepalives_interval": KEEPALIVE["interval"],
+        "keepalives_count": KEEPALIVE["count"],
+        "tcp_user_timeout": USER_TIMEOUT_MS,
+    }
+    if "connect_timeout" not in make_url(url).query:
+        args["connect_timeout"] = CONNECT_TIMEOUT_S
+    if application_name is not None:
+        args["application_name"] = application_name
+    return create_engine(url, poolclass=NullPool, connect_args=args)
+
+
 def _advisory_lock(store: SqlStateStore) -> Connection:
-    conn = store.engine.connect()
+    conn = _lock_engine(store.url, store.application_name).connect()
     try:
         # autocommit: the lock is the session's; no transaction stays open around it
         conn.execution_options(isolation_level="AUTOCOMMIT")
+        # PostgreSQL's end of the keepalives (ignored on a Unix socket): a leader host
+        # that vanished loses its session, and the lock, within about 11 s
+        for name, value in KEEPALIVE.items():
+            conn.execute(text(f"SET tcp_keepalives_{name} = {int(value)}"))
+        conn.execute(text(f"SET tcp_user_timeout = {USER_TIMEOUT_MS}"))
         took = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": ADVISORY_KEY})
         if took.scalar_one():
             return conn

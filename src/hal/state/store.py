@@ -45,7 +45,7 @@ from hal.core.node import Node
 from hal.core.reservation import Reservation
 from hal.db import is_sqlite, make_engine, normalise_url, unavailable_reason
 from hal.state import schema
-from hal.state.codec import job_from_row, job_to_row
+from hal.state.codec import JobRowMemo, job_from_row, job_to_row
 from hal.state.migrations import migrate
 from hal.state.rows import (
     ACTIVE_STATES,
@@ -313,12 +313,17 @@ class Transaction:
 
 class SqlStateStore:
     """The ``StateStore`` over SQLAlchemy Core, on the database at ``url``; its engine is
-    made at once, a connection only at the first use."""
+    made at once, a connection only at the first use. ``application_name``: what
+    PostgreSQL's ``pg_stat_activity`` names its connections (the server's:
+    ``hal-server:HOST:PID``, ``hal.state.leader``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, application_name: str | None = None) -> None:
         self.url = normalise_url(url)
         self.is_sqlite = is_sqlite(self.url)
-        self.engine: Engine = make_engine(self.url)
+        self.application_name = application_name
+        self.engine: Engine = make_engine(self.url, application_name=application_name)
+        # a standby's decoded jobs, for ``load_jobs`` at its takeover (``JobRowMemo``)
+        self.job_memo: JobRowMemo | None = None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -493,7 +498,7 @@ class SqlStateStore:
         """Every active job plus the jobs that ended after the given time."""
         t = schema.jobs
         cond = or_(t.c.state.in_(ACTIVE_STATES), t.c.end_time >= active_or_ended_after)
-        return self._select_jobs(cond)
+        return self._select_jobs(cond, memo=self.job_memo)
 
     def history(
         self,
@@ -597,9 +602,11 @@ class SqlStateStore:
         cond: Any,
         limit: int | None = None,
         specs: dict[tuple[str, str], JobSpec] | None = None,
+        memo: JobRowMemo | None = None,
     ) -> list[Job]:
         """The jobs meeting ``cond``, in id order. ``specs``: shared by the calls of one
-        read, so that an array's elements share one ``JobSpec`` (``job_from_row``)."""
+        read, so that an array's elements share one ``JobSpec`` (``job_from_row``).
+        ``memo``: jobs decoded by an earlier read of the same rows (``load_jobs``)."""
         t, s = schema.jobs, schema.job_scripts
         stmt = select(t, s.c.script).join(s, s.c.id == t.c.script_id)
         if cond is None:
@@ -615,7 +622,11 @@ class SqlStateStore:
             stmt = stmt.limit(limit)
         specs = {} if specs is None else specs  # one object per distinct spec
         with self.engine.connect() as conn:
-            return [job_from_row(row, row.script, specs) for row in conn.execute(stmt)]
+            if memo is None:
+                return [job_from_row(row, row.script, specs) for row in conn.execute(stmt)]
+            jobs = [memo.job(row, specs) for row in conn.execute(stmt)]
+        memo.keep({job.id for job in jobs})
+        return jobs
 
     def load_nodes(self) -> list[Node]:
         t = schema.nodes

@@ -1,8 +1,8 @@
 """The systemd units under deploy/systemd: valid for ``systemd-analyze verify``, their
 command lines (with the example environment files expanded as systemd expands them)
 accepted by ``hal``'s own parser, and their restart rules in step with ``hal``'s exit
-codes (a standby server's "another server holds the database" restarts; a bad option or a
-refused agent token does not)."""
+codes (a fenced server's "another server took the lead" restarts, to stand by; a bad
+option or a refused agent token does not)."""
 
 from __future__ import annotations
 
@@ -96,13 +96,15 @@ def _exit_codes(service: dict[str, str]) -> set[int]:
     return {int(code) for code in service.get("RestartPreventExitStatus", "").split()}
 
 
-def test_a_standby_server_restarts_until_it_takes_the_lead() -> None:
+def test_a_fenced_server_restarts_to_stand_by() -> None:
     unit = _unit(UNITS / "hal-server.service")
     service = unit["Service"]
     assert service["Restart"] == "always" and service["User"] == "hal"
     assert unit["Unit"]["StartLimitIntervalSec"] == "0"  # never gives up
-    # a second server on the database exits as a conflict: that one must restart
+    # a leader fenced after a takeover exits as a conflict: started again, it stands by
+    # (a standby itself keeps running: no restart loop); --no-standby would defeat that
     assert EXIT_CODES["conflict"] not in _exit_codes(service)
+    assert "--no-standby" not in service["ExecStart"]
     assert EXIT_CODES["invalid_request"] in _exit_codes(service)  # no restart mends those
     assert "postgresql.service" in unit["Unit"]["After"].split()
 

@@ -1,0 +1,85 @@
+"""The HTTP edge of failover (docs/admin/failover.md): every response says the server's
+role (``X-HAL-Role``), ``GET /v1/ha`` says who leads, and a server that does not lead
+(a standby, or one still loading after taking the lead) serves nothing but its health,
+``/v1/ha`` and ``/metrics``: every other request is sent to the leader (307, the same
+method and body) or told to come back (503, ``Retry-After: 1``). A standby never applies
+a write: its mirror is not loaded and its sessions may not write.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hal.server.standby import Leadership
+
+ROLE_HEADER = "X-HAL-Role"
+LEADER_HEADER = "X-HAL-Leader"
+# what a server that does not lead still answers itself
+OPEN_PATHS = frozenset({"/healthz", "/v1/ha", "/metrics"})
+
+
+def install(app: FastAPI, leadership: Leadership) -> None:
+    """``GET /v1/ha`` (no token: clients find the leader with it) and the gate."""
+
+    @app.get("/v1/ha", tags=["health"])
+    async def ha() -> dict[str, object]:
+        """This server's role, the leader's epoch, URL and start, and this server's name."""
+        return leadership.status()
+
+    app.add_middleware(RoleGate, leadership=leadership)
+
+
+class RoleGate:
+    """A plain ASGI middleware (as ``SizeGuard``): the role header on every response, and
+    requests a non-leader may not serve answered with a 307 or a 503."""
+
+    def __init__(self, app: ASGIApp, leadership: Leadership) -> None:
+        self.app = app
+        self.leadership = leadership
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        role = self.leadership.role
+        header = (ROLE_HEADER.lower().encode(), role.encode())
+        if role == "leader" or scope["path"] in OPEN_PATHS:
+
+            async def send_with_role(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message["headers"] = [*message.get("headers", ()), header]
+                await send(message)
+
+            await self.app(scope, receive, send_with_role)
+            return
+        await self._refuse(role, scope)(scope, receive, send)
+
+    def _refuse(self, role: str, scope: Scope) -> JSONResponse:
+        leader = self.leadership.leader_url() if role == "standby" else None
+        headers = {ROLE_HEADER: role}
+        if leader is None:
+            detail = (
+                "this HAL server is a standby and no leader is answering yet; retry in a second"
+                if role == "standby"
+                else "this HAL server is taking the lead and loading the cluster's state; "
+                "retry in a second"
+            )
+            status = 503
+            headers["Retry-After"] = "1"
+        else:
+            detail = f"this HAL server is a standby; the leader is at {leader}"
+            status = 307
+            query = scope.get("query_string", b"").decode("latin-1")
+            path = scope.get("root_path", "") + scope["path"]
+            headers["Location"] = leader.rstrip("/") + path + (f"?{query}" if query else "")
+            headers[LEADER_HEADER] = leader
+        body = {
+            "error": "standby",
+            "code": "standby",
+            "status": status,
+            "title": "standby",
+            "detail": detail,
+        }
+        return JSONResponse(body, status_code=status, headers=headers)

@@ -1,0 +1,216 @@
+"""``hal bench failover``: warm standby servers under a submission burst, the leader
+killed in the middle of it, then its successor (docs/admin/failover.md).
+
+Two or three `hal server` processes on one fresh PostgreSQL database, each with its own
+data folder and port. A client thread submits ``--jobs`` held jobs in batches through
+``POST /v1/jobs/batch``, each batch with its own ``Idempotency-Key``; when its leader
+stops answering, or answers as a standby, it finds the leader through ``GET /v1/ha`` on
+every address and sends the same batch again with the same key. Meanwhile the leader is
+killed with SIGKILL each time another share of the burst is acknowledged (``--kills``),
+and the time until another server answers ``/v1/ha`` as the leader is taken. At the end
+the database is read: every acknowledged job must be there, once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from hal.bench.replay_cost import cpu_model
+from hal.bench.scale import PG_ADMIN, _database
+from hal.testing.live import free_port, stop_process, wait_until
+
+FIND_LEADER_S = 60.0  # how long the client looks for a leader before it gives up
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "failover",
+        help="standby servers: a submission burst, the leader killed mid-burst, twice",
+    )
+    p.add_argument("--servers", type=int, default=3, help="hal server processes (2 or 3)")
+    p.add_argument("--jobs", type=int, default=10_000)
+    p.add_argument("--batch", type=int, default=100, help="jobs per batch submission")
+    p.add_argument("--kills", type=int, default=2, help="leaders killed during the burst")
+    p.add_argument("--db-admin", default=PG_ADMIN, help="a libpq DSN that may create databases")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(ns: Any) -> int:
+    from hal.bench import emit
+    from hal.core.errors import InvalidRequest
+
+    if ns.servers not in (2, 3) or ns.jobs < 1 or ns.batch < 1:
+        raise InvalidRequest("--servers takes 2 or 3; --jobs and --batch at least 1")
+    if not 1 <= ns.kills < ns.servers:
+        raise InvalidRequest(
+            "--kills: at least 1, and fewer than --servers (each kill needs a standby left)"
+        )
+    return emit(run_failover(ns.servers, ns.jobs, ns.batch, ns.kills, ns.db_admin), ns.json)
+
+
+class _Server:
+    def __init__(self, db: str, work: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = work.with_suffix(".log")
+        args = ["server", "--db", db, "--data-dir", str(work), "--port", str(self.port)]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "hal.cli.main", *args], stdout=log, stderr=log
+            )
+
+    def start_s(self) -> float | None:
+        """From its log: how long its last takeover took from the lock to leading (the
+        state's load), as ``hal.server.standby.stand_by`` logs it."""
+        found = re.findall(r"serving as the leader ([0-9.]+) s after", self.log.read_text())
+        return float(found[-1]) if found else None
+
+    def role(self) -> str | None:
+        try:
+            return str(httpx.get(self.url + "/v1/ha", timeout=1).json()["role"])
+        except (httpx.HTTPError, ValueError, KeyError):
+            return None
+
+
+class _Burst:
+    """The client: batches sent to whichever server leads, each retried with its key."""
+
+    def __init__(self, servers: list[_Server], token: str, jobs: int, batch: int) -> None:
+        self.servers = servers
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.jobs, self.batch = jobs, batch
+        self.acked: list[int] = []
+        self.retries = 0
+        self.error: BaseException | None = None
+        self.leader = self._find()
+
+    def _find(self) -> str:
+        deadline = time.monotonic() + FIND_LEADER_S
+        while time.monotonic() < deadline:
+            for server in self.servers:
+                if server.role() == "leader":
+                    return server.url
+            time.sleep(0.05)
+        raise RuntimeError(f"no server led within {FIND_LEADER_S:.0f} s")
+
+    def run(self) -> None:
+        try:
+            with httpx.Client(timeout=60) as http:
+                for first in range(0, self.jobs, self.batch):
+                    names = range(first, min(first + self.batch, self.jobs))
+                    body = {
+                        "jobs": [
+                            {"script": "#!/bin/sh\ntrue\n", "name": f"j{i}", "hold": True}
+                            for i in names
+                        ]
+                    }
+                    self.acked += self._send(http, body)
+        except BaseException as err:  # reported by the caller
+            self.error = err
+
+    def _send(self, http: httpx.Client, body: dict[str, Any]) -> list[int]:
+        headers = {**self.headers, "Idempotency-Key": str(uuid.uuid4())}
+        while True:
+            try:
+                done = http.post(self.leader + "/v1/jobs/batch", json=body, headers=headers)
+                if done.status_code == 201:
+                    return [int(r["job_id"]) for r in done.json()["results"]]
+                if done.status_code not in (307, 503):
+                    raise RuntimeError(f"submission refused: {done.status_code} {done.text}")
+            except httpx.TransportError:
+                pass
+            self.retries += 1
+            self.leader = self._find()
+
+
+def run_failover(servers: int, jobs: int, batch: int, kills: int, db_admin: str) -> dict[str, Any]:
+    from hal.server.users import ensure_user
+    from hal.state.store import SqlStateStore
+
+    takeovers: list[float] = []
+    loads: list[float | None] = []  # of each takeover: from the lock to leading
+    with _database(db_admin) as db, tempfile.TemporaryDirectory(prefix="hal-failover-") as d:
+        store = SqlStateStore(db)
+        token = ensure_user(store, "bench", admin=True, now=time.time())
+        store.close()
+        assert token is not None  # (a fresh database)
+        procs = [_Server(db, Path(d) / f"s{i}") for i in range(servers)]
+        try:
+            wait_until(
+                lambda: (
+                    sorted(str(s.role()) for s in procs) == ["leader"] + ["standby"] * (servers - 1)
+                ),
+                timeout=120,
+                message="one leader and its standbys",
+            )
+            burst = _Burst(procs, token, jobs, batch)
+            client = threading.Thread(target=burst.run, name="burst")
+            started = time.monotonic()
+            client.start()
+            for k in range(1, kills + 1):
+                share = jobs * k // (kills + 1)
+                while len(burst.acked) < share and client.is_alive():
+                    time.sleep(0.01)
+                leader = next(s for s in procs if s.proc.poll() is None and s.role() == "leader")
+                killed = time.monotonic()
+                leader.proc.send_signal(signal.SIGKILL)
+                leader.proc.wait(10)
+                left = [s for s in procs if s.proc.poll() is None]
+                wait_until(
+                    lambda: any(s.role() == "leader" for s in left),  # noqa: B023
+                    timeout=60,
+                    interval=0.02,
+                    message="a standby to lead",
+                )
+                takeovers.append(time.monotonic() - killed)
+                successor = next(s for s in left if s.role() == "leader")
+                with contextlib.suppress(TimeoutError):  # (logged just after it leads)
+                    wait_until(lambda: successor.start_s() is not None, timeout=5)  # noqa: B023
+                loads.append(successor.start_s())
+            client.join()
+            elapsed = time.monotonic() - started
+            if burst.error is not None:
+                raise RuntimeError(f"the burst failed: {burst.error}") from burst.error
+        finally:
+            for server in procs:
+                stop_process(server.proc)
+        lost, duplicated = _count(db, burst.acked)
+    return {
+        "cpu": cpu_model(),
+        "servers": servers,
+        "jobs": jobs,
+        "batch": batch,
+        "kills": kills,
+        "takeover_s": [round(t, 3) for t in takeovers],
+        "lock_to_lead_s": [None if t is None else round(t, 3) for t in loads],
+        "acknowledged": len(burst.acked),
+        "lost": lost,
+        "duplicated": duplicated,
+        "retries": burst.retries,
+        "burst_s": round(elapsed, 2),
+    }
+
+
+def _count(db: str, acked: list[int]) -> tuple[int, int]:
+    """(acknowledged jobs not in the database, jobs in it more than once by name)."""
+    import psycopg
+
+    with psycopg.connect(db) as conn:
+        ids = {int(r[0]) for r in conn.execute("SELECT id FROM jobs")}
+        extra = conn.execute(
+            "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM jobs GROUP BY name) c"
+        ).fetchone()
+    return len(set(acked) - ids), int(extra[0]) if extra else 0

@@ -1,0 +1,223 @@
+"""``Leadership``: a server's part in its database's leadership — whether it leads, stands
+by or is starting, the leader it knows of, and the standby's wait for the lock
+(``stand_by``). The mechanism under it (lock, epoch, lease, fencing) is
+``hal.state.leader``; docs/admin/failover.md says what an administrator sees.
+
+Only PostgreSQL has standbys: on SQLite (one host, one file) a second server is refused
+as before, and so is one started with ``--no-standby``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Literal
+
+from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError
+
+from hal.state.leader import (
+    LEASE_S,
+    LeaderRecord,
+    LeaseKeeper,
+    application_name,
+    end_stale_leader,
+    fence_others,
+    read_leader,
+    record_takeover,
+)
+from hal.state.server_lock import ServerLock
+from hal.state.store import SqlStateStore
+
+log = logging.getLogger("hal.server")
+
+Role = Literal["leader", "standby", "starting"]
+RETRY_S = 1.0  # a standby asks for the lock this often
+PRELOAD_S = 5.0  # and reads the jobs ahead this often (``stand_by``)
+
+
+class Leadership:
+    """Whether this server leads its database; made with the store, before anything
+    reads it. ``standby``: on PostgreSQL, wait for the lead when another server holds
+    it, instead of refusing to start."""
+
+    def __init__(self, store: SqlStateStore, *, standby: bool = False) -> None:
+        self.store = store
+        self.standby = standby
+        # "leader" until ``claim`` says otherwise: an app used without its lifespan (a
+        # test client, an embedder) serves as a server on its own database would
+        self.role: Role = "leader"
+        self.url = ""  # where clients reach this server (``--advertise-url``)
+        self.name = store.application_name or application_name()
+        self.leader: LeaderRecord | None = None  # the last one read or recorded
+        self._lock: ServerLock | None = None
+        self._keeper: LeaseKeeper | None = None
+
+    @property
+    def leading(self) -> bool:
+        return self._lock is not None
+
+    @property
+    def fenced(self) -> str:
+        """Why this server must stop leading; "" while it may lead."""
+        return self._keeper.fenced if self._keeper is not None else ""
+
+    @property
+    def server(self) -> str:
+        """``HOST:PID``: this server, as ``/v1/ha`` names it."""
+        return self.name.removeprefix("hal-server:")
+
+    def leader_url(self) -> str | None:
+        """Where a standby sends clients: the leader's URL while its lease is fresh and it
+        is not this server; None while no leader answers."""
+        known = self.leader
+        if known is None or not known.answering or known.url == self.url:
+            return None
+        return known.url
+
+    def status(self) -> dict[str, object]:
+        """``GET /v1/ha``'s answer."""
+        known = self.leader
+        fresh = known is not None and (self.leading or known.answering)
+        return {
+            "role": self.role,
+            "epoch": known.epoch if known is not None else None,
+            "leader_url": (self.url if self.leading else self.leader_url()) or None,
+            "leader_since": (
+                datetime.fromtimestamp(known.since, UTC).isoformat()
+                if known is not None and fresh
+                else None
+            ),
+            "server": self.server,
+        }
+
+    def claim(self) -> bool:
+        """Take the lead if this server can: True when it leads (now or already). False
+        when it stands by (``standby``, PostgreSQL, another server leads); ``Conflict``
+        when it may not stand by."""
+        if self._lock is not None:
+            return True
+        if self.store.is_sqlite or not self.standby:
+            lock = ServerLock.take(self.store)
+        else:
+            self._look()
+            try:
+                found = ServerLock.try_take(self.store)
+            except DBAPIError as err:  # (a new leader may end this session as it asks)
+                log.debug("the lock not asked for: %s", err)
+                found = None
+            if found is None:
+                self.role = "standby"
+                return False
+            lock = found
+        self._lead(lock)
+        return True
+
+    def try_claim(self) -> bool:
+        """``claim`` for a standby's retry: a database out of reach is a False."""
+        try:
+            return self.claim()
+        except DBAPIError as err:
+            log.debug("the lead not asked for: %s", err)
+            return False
+
+    def release(self) -> None:
+        """Stop leading: the lease's renewals, then the lock (after the last write)."""
+        if self._keeper is not None:
+            self._keeper.stop()
+            with contextlib.suppress(Exception):  # (removed already by a failed start)
+                event.remove(self.store.engine, "connect", self._keeper.check_connect)
+            self._keeper = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _look(self) -> None:
+        """A standby's look at the leader: remember it, and end its lock session when
+        its lease ran out (``hal.state.leader.end_stale_leader``)."""
+        try:
+            with self.store.engine.connect() as conn:
+                self.leader = read_leader(conn)
+                stale = self.leader is not None and self.leader.age_s > LEASE_S
+                if stale and self.leader is not None and end_stale_leader(conn):
+                    log.warning(
+                        "the leader %s:%d renewed no lease for %.1f s: its session was "
+                        "ended, this server takes the lead",
+                        self.leader.host,
+                        self.leader.pid,
+                        self.leader.age_s,
+                    )
+                conn.commit()
+        except DBAPIError as err:
+            # no server_leader yet (a database no leader migrated), or this session
+            # ended by a server taking the lead: the lock's answer decides
+            log.debug("the leader not read: %s", err)
+            self.leader = None
+
+    def _lead(self, lock: ServerLock) -> None:
+        """The lock is this server's: on PostgreSQL, migrate, record the takeover (the
+        epoch goes up), end every other server's sessions, then renew the lease and
+        check each new connection from now on (``hal.state.leader``)."""
+        self.role = "starting"
+        conn = lock.connection
+        if conn is None:  # SQLite: the flock is the whole story
+            self._lock = lock
+            return
+        try:
+            self.store.migrate()  # (server_leader, on a fresh database)
+            epoch = record_takeover(conn, self.url, socket.gethostname(), os.getpid())
+            ended = fence_others(conn, self.name)
+            self.leader = read_leader(conn)
+            keeper = LeaseKeeper(self.store, lock, epoch)
+        except BaseException:
+            lock.release()
+            raise
+        event.listen(self.store.engine, "connect", keeper.check_connect)
+        keeper.start()
+        self._lock, self._keeper = lock, keeper
+        log.info(
+            "leading the database (epoch %d; %d other server sessions ended)",
+            epoch,
+            ended,
+            extra={"epoch": epoch},
+        )
+
+
+async def stand_by(
+    leadership: Leadership,
+    start: Callable[[], Awaitable[None]],
+    stop: asyncio.Event,
+    preload: Callable[[], object] | None = None,
+) -> None:
+    """A standby's life: ask for the lock every ``RETRY_S`` until it is this server's
+    (or ``stop``), then ``start`` the control plane on it. ``preload`` (on a thread,
+    at once and every ``PRELOAD_S``): read ahead what the start will read, so the
+    takeover decodes only what changed since (``hal.state.codec.JobRowMemo``). How long
+    the takeover took, from the lock to a loaded server, is logged."""
+    log.info("standing by: another HAL server leads this database")
+    preloaded = -PRELOAD_S
+    while not stop.is_set():
+        if await asyncio.to_thread(leadership.try_claim):
+            break
+        if preload is not None and time.monotonic() - preloaded >= PRELOAD_S:
+            preloaded = time.monotonic()
+            try:
+                await asyncio.to_thread(preload)
+            except DBAPIError as err:  # (a database no leader has migrated yet)
+                log.debug("nothing preloaded: %s", err)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), RETRY_S)
+    else:
+        return
+    took = time.monotonic()
+    await start()
+    log.warning(
+        "took the lead: serving as the leader %.2f s after taking the lock",
+        time.monotonic() - took,
+    )
