@@ -1,5 +1,5 @@
 """Which server leads a PostgreSQL database, and how a new leader fences the old one
-(docs/adr/0025-warm-standby.md).
+(docs/adr/0026-warm-standby.md).
 
 The advisory lock (``hal.state.server_lock``) says who may lead; PostgreSQL drops it when
 the holder's session ends, at once for a process that died (its socket closes), within
