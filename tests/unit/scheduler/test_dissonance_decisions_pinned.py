@@ -115,18 +115,18 @@ def case_digests() -> dict[str, str]:
 
 
 PINNED = {
-    'seed=1 explain=True pass=1': '3197b8f435f5a493',
-    'seed=1 explain=True pass=2': '2eceb83428e4f053',
-    'seed=1 explain=True pass=3': '440f223034d4dd12',
-    'seed=1 explain=False pass=1': 'fba768c1beaa2990',
-    'seed=1 explain=False pass=2': 'b406d941a37e232d',
-    'seed=1 explain=False pass=3': 'bc1d68b17f4fed24',
-    'seed=2 explain=True pass=1': 'af9792e013d12b1f',
-    'seed=2 explain=True pass=2': 'dd826e6c913738ec',
-    'seed=2 explain=True pass=3': '5b22aa1d049ea6b1',
-    'seed=2 explain=False pass=1': 'e639ba2d2bb24389',
-    'seed=2 explain=False pass=2': 'edaa2d1b6b8518d4',
-    'seed=2 explain=False pass=3': 'f2d6de06d12c496b',
+    "seed=1 explain=True pass=1": "3197b8f435f5a493",
+    "seed=1 explain=True pass=2": "2eceb83428e4f053",
+    "seed=1 explain=True pass=3": "440f223034d4dd12",
+    "seed=1 explain=False pass=1": "fba768c1beaa2990",
+    "seed=1 explain=False pass=2": "b406d941a37e232d",
+    "seed=1 explain=False pass=3": "bc1d68b17f4fed24",
+    "seed=2 explain=True pass=1": "af9792e013d12b1f",
+    "seed=2 explain=True pass=2": "dd826e6c913738ec",
+    "seed=2 explain=True pass=3": "5b22aa1d049ea6b1",
+    "seed=2 explain=False pass=1": "e639ba2d2bb24389",
+    "seed=2 explain=False pass=2": "edaa2d1b6b8518d4",
+    "seed=2 explain=False pass=3": "f2d6de06d12c496b",
 }
 
 
