@@ -16,18 +16,21 @@ import argparse
 import dataclasses
 
 from hal.bench.dissonance_pass import _snapshot, classed_workload, schedulers
+from hal.core.profiles import CLASSES
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("off", "on"))
+    parser.add_argument("mode", choices=("off", "on", "neutral"))
     parser.add_argument("passes", type=int)
     ns = parser.parse_args()
     workload, view = classed_workload(10_000, 1_000, 1)
     off, on = schedulers(len(workload.nodes))
     off.run_pass(_snapshot(workload, 0, None), backfill=True)
     on.run_pass(_snapshot(workload, 0, view), backfill=True)
-    scheduler, v = (on, view) if ns.mode == "on" else (off, None)
+    calm = {c: dict.fromkeys(CLASSES, 1.0) for c in CLASSES}
+    neutral = dataclasses.replace(view, slowdown=calm)
+    scheduler, v = {"on": (on, view), "neutral": (on, neutral), "off": (off, None)}[ns.mode]
     for r in range(ns.passes):
         fresh = dataclasses.replace(workload, running=tuple(workload.running))
         scheduler.run_pass(_snapshot(fresh, r + 1, v), backfill=True)
