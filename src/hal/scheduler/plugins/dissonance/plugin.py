@@ -143,6 +143,8 @@ class _Nodes:
     # of one kind and size placed on empty nodes give many rows the same mix, and the
     # same numbers from the same sum (so the same decisions) cost a look-up
     by_mix: dict[bytes, FloatArray] = field(default_factory=dict)
+    # key → its column of ``scores`` (a view: ``add`` writes the table in place)
+    columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
 
     @property
     def share(self) -> FloatArray:
@@ -163,7 +165,9 @@ class _Nodes:
 
     def scores_of(self, key: tuple[str, bool]) -> FloatArray:
         """The score of a job of ``key`` on every row (a view: not to be written)."""
-        out: FloatArray = self.table()[:, self.coef.column(key)]
+        out = self.columns.get(key)
+        if out is None:
+            out = self.columns[key] = self.table()[:, self.coef.column(key)]
         return out
 
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
@@ -363,7 +367,7 @@ class Dissonance:
             return ""
         # (where this score is the same on every node, the others' pick is the job's)
         without = others[0] if len(others) == 1 else sum(others[1:], others[0])
-        a = int(candidates[int(without.argmax())])
+        a: int = candidates.item(without.argmax())
         table = ctx.nodes
         c = table.index.get(allocation.nodes[0], -1)
         if c < 0 or c == a:
@@ -502,7 +506,7 @@ def _rows(ctx: PassContext, allocation: Allocation) -> tuple[tuple[int, float], 
     for name, held in zip(allocation.nodes, allocation.per_node, strict=False):
         row = index.get(name)
         if row is not None:
-            out.append((row, min(1.0, held.cpus * float(inv[row]))))
+            out.append((row, min(1.0, held.cpus * inv.item(row))))
     return tuple(out)
 
 
