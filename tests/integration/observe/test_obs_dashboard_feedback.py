@@ -172,5 +172,6 @@ def test_the_traffic_tab_shows_the_learnt_matrix_with_its_counts(page: Any, shot
     never = '#dissonance-matrix td[data-cell="io cpu"]'
     assert page.get_attribute(never, "data-observations") == "0"
     assert page.inner_text(never) == "1.05× (0)"  # the prior
-    assert "pairs never seen: 1.05×" in page.inner_text("#dissonance-info")
+    info = page.inner_text("#dissonance-info")
+    assert info == "0 outcomes learnt since the server started; pairs never seen: 1.05×"
     page.screenshot(path=str(shots / "dissonance-matrix.png"), full_page=True)

@@ -822,7 +822,7 @@ async function renderDissonance() {
   }
   $("#dissonance-empty").hidden = true;
   $("#dissonance-info").textContent = `${d.outcomes_learnt} outcome${d.outcomes_learnt === 1 ? "" : "s"} ` +
-    `learnt; pairs never seen: ${d.prior.toFixed(2)}×`;
+    `learnt since the server started; pairs never seen: ${d.prior.toFixed(2)}×`;
   const cells = new Map(d.cells.map((c) => [`${c.victim} ${c.aggressor}`, c]));
   $("#dissonance-matrix thead").replaceChildren(el("tr", {}, el("th", {}, "slowed ↓ beside →"),
     ...d.classes.map((a) => el("th", {}, a))));
