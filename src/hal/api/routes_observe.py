@@ -7,7 +7,7 @@
 * ``GET /v1/observe/overview``       the dashboard's cluster page in one request
 * ``GET /v1/observe/queue``          one page of the queue, filtered and sorted here so
                                      the browser never holds 10,000 rows
-* ``GET /v1/observe/jobs/{id}``      job detail: timeline, resources, trace id
+* ``GET /v1/observe/jobs/{id}``      job detail: timeline, resources, profile, trace id
 * ``GET /v1/observe/traffic``        the traffic graph as nodes and edges to draw,
                                      filtered by user and partition here
 * ``GET /v1/jobs/{id}/output``       the job's stdout/stderr (``follow`` streams it):
@@ -32,7 +32,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingRes
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hal import __version__
-from hal.api.convert import job_cost, usage_fields
+from hal.api.convert import job_cost, profile_fields, usage_fields
 from hal.api.deps import admin_dep, agent_dep, caller_dep, check_agent_node, services_dep
 from hal.core.errors import (
     InvalidRequest,
@@ -390,6 +390,8 @@ async def job_detail(job_id: str, plane: Plane, ctx: Ctx, _caller: Who) -> dict[
         "exit_code": job.exit_code,
         "restarts": job.restarts,
         **usage_fields(job, ctx.cluster),  # so far, for a running job
+        # its measured behaviour (while it runs) and class (kept): the profile panel
+        **profile_fields(job, ctx.cluster),
         "workdir": job.spec.workdir,
         "trace_id": traceids.trace_id_hex(cluster_name, job.id, job.submit_time),
         "traceparent": traceids.traceparent(cluster_name, job.id, job.submit_time, job.restarts),

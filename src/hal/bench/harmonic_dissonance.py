@@ -39,9 +39,14 @@ completion time of malleable training-like jobs on two other slices, at fixed
 allocations (``static``), started within their range (``moldable``) and resized by the
 feedback controller (``feedback``); ``--malleable-only`` runs this part alone.
 
-**Not measured here yet** (``null`` in the JSON, named in ``not_measured``): the live
-part (a latency-sensitive service's p99 through the feedback API with and without the
-plugin, ``live.service_p99_ms``).
+**The live part** (``--live`` alone; ``hal.bench.dissonance_live``): a latency-sensitive
+service reporting its p99 through the feedback API beside batch work of the kind that
+hurts it most here, on a real server and two agents of this machine, the plugin off
+then on: ``live.service_p99_ms.off``/``.on``, the batch throughput, where the batch
+jobs ran, and what the probe measured of each kind of batch work.
+
+A part not run (``--sim``, ``--live``, ``--malleable-only``) is ``null`` in the JSON,
+named in ``not_measured``.
 """
 
 from __future__ import annotations
@@ -78,8 +83,8 @@ NO_REQUEST_LIMIT = 3.0  # a job without a requested time may run this many times
 RUNS = ("none", "oblivious", "plugin", "oracle")
 _MODES = {"none": "off", "oblivious": "off", "plugin": "learned", "oracle": "oracle"}
 NOT_MEASURED = (
-    "live.service_p99_ms (a latency-sensitive service's p99 through the feedback API, "
-    "plugin on and off) is not measured by this benchmark yet: null, not zero"
+    "{} not measured in this run (null, not zero): run without --sim, --live or "
+    "--malleable-only for every part"
 )
 
 
@@ -226,6 +231,7 @@ def run_bench(
     pass_repeats: int = 21,
     weight: float = DISSONANCE_WEIGHT,
     malleable: Sequence[MalleableSlice] | None = None,
+    live: bool = True,
 ) -> dict[str, Any]:
     """The JSON: the interference part (``sim``), the malleable part where ``malleable``
     slices are given (else ``sim.malleable_mean_jct_s`` is null), the pass cost."""
@@ -237,7 +243,19 @@ def run_bench(
         part = out.setdefault("sim", {"malleable_mean_jct_s": None})
         part["malleable_mean_jct_s"] = run_malleable(malleable, seed=seed)
     out["live"] = None
-    out["not_measured"] = NOT_MEASURED
+    if live:
+        from hal.bench.dissonance_live import run_live
+
+        out["live"] = run_live()
+    missing = [
+        name
+        for name, value in (
+            ("live.service_p99_ms", out["live"]),
+            ("sim.malleable_mean_jct_s", out.get("sim", {}).get("malleable_mean_jct_s")),
+        )
+        if value is None
+    ]
+    out["not_measured"] = NOT_MEASURED.format(", ".join(missing)) if missing else ""
     if pass_repeats > 0:
         from hal.bench.dissonance_pass import run_dissonance_pass_bench
 
@@ -265,9 +283,15 @@ def _slices(text: str) -> list[Slice]:
 def add_commands(bsub: Any) -> None:
     p = bsub.add_parser(
         "harmonic-dissonance",
-        help="keeping work that clashes apart: simulated on traces; the pass's cost",
+        help="keeping work that clashes apart: simulated on traces, live, the pass's cost",
     )
-    p.add_argument("--sim", action="store_true", help="the simulator part only (no pass cost)")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--sim", action="store_true", help="the simulator part only")
+    only.add_argument(
+        "--live",
+        action="store_true",
+        help="the live part only: a service beside batch work on a real local cluster (~3 min)",
+    )
     p.add_argument(
         "--slices",
         type=_slices,
@@ -286,7 +310,7 @@ def add_commands(bsub: Any) -> None:
         help="TRACE:JOBS:PROCS[:CORES],... for the malleable jobs (default: SDSC-SP2 and "
         "CTC-SP2, 3,000 jobs each, one CPU a node)",
     )
-    p.add_argument("--malleable-only", action="store_true", help="the malleable jobs' part only")
+    only.add_argument("--malleable-only", action="store_true", help="the malleable jobs' part only")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
@@ -299,8 +323,14 @@ def _malleable_slices(text: str) -> list[MalleableSlice]:
 
 
 def _cmd(ns: argparse.Namespace) -> int:
-    repeats = 0 if ns.sim or ns.malleable_only else ns.pass_repeats
+    repeats = 0 if ns.sim or ns.live or ns.malleable_only else ns.pass_repeats
     result = run_bench(
-        not ns.malleable_only, ns.slices, ns.seed, repeats, ns.weight, ns.malleable_slices
+        not (ns.live or ns.malleable_only),
+        ns.slices,
+        ns.seed,
+        repeats,
+        ns.weight,
+        None if ns.live else ns.malleable_slices,
+        live=not (ns.sim or ns.malleable_only),
     )
     return emit(result, ns.json)

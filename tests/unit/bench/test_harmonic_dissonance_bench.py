@@ -21,7 +21,7 @@ TINY = Slice("KTH-SP2-1996-2.swf.gz", 300, 96, 8, trace_path("KTH-SP2-1996-2.swf
 
 @pytest.fixture(scope="module")
 def result() -> dict[str, Any]:
-    return run_bench(True, [TINY], seed=1, pass_repeats=0)
+    return run_bench(True, [TINY], seed=1, pass_repeats=0, live=False)
 
 
 def test_the_json_carries_the_issue_s_keys(result: dict[str, Any]) -> None:
@@ -78,3 +78,11 @@ def test_slices_are_parsed_and_bad_ones_refused(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         build_parser().parse_args(["bench", "harmonic-dissonance", "--slices", "A:x:1"])
     assert "TRACE:JOBS:PROCS[:CORES]" in capsys.readouterr().err
+
+
+def test_live_and_sim_are_each_a_part_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    ns = build_parser().parse_args(["bench", "harmonic-dissonance", "--live", "--json"])
+    assert ns.live and not ns.sim
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "harmonic-dissonance", "--live", "--sim"])
+    assert "not allowed with argument" in capsys.readouterr().err

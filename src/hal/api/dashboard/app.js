@@ -295,6 +295,8 @@ async function renderDetail(id, withLog) {
   $("#d-timeline").replaceChildren(...j.timeline.map((e) =>
     el("li", {}, el("b", {}, e.event), ` ${fmtTime(e.time)} `, e.detail)));
   drawTimeline(j);
+  renderProfile(j);
+  await renderFeedback(j);
   $("#d-trace").textContent = `trace ${j.trace_id}  (TRACEPARENT ${j.traceparent})`;
   if (withLog || j.state === "RUNNING") {
     try {
@@ -303,6 +305,90 @@ async function renderDetail(id, withLog) {
       $("#d-log").textContent = `output not available: ${err.message}`;
     }
   }
+}
+
+// How the job behaves on its batch node (its agent's latest profile sample, while it
+// runs) and the class that put it in (kept after it ends): GET /v1/observe/jobs/{id}.
+function renderProfile(j) {
+  $("#d-profile-class").textContent = (j.profile_class ? `class ${j.profile_class}` : "no class yet") +
+    (j.latency_sensitive ? ", latency-sensitive" : "");
+  const p = j.profile;
+  if (!p) {
+    const why = j.state === "RUNNING" ? "no sample from its agent yet" : "sampled while it runs";
+    $("#d-profile").replaceChildren(el("dt", {}, "Measured"), el("dd", {}, why));
+    return;
+  }
+  const stall = (x) => (x === null || x === undefined ? "—" : `${(x * 100).toFixed(0)} %`);
+  const rows = [
+    ["cpu", "CPU", `${p.cpu_util.toFixed(2)} CPUs busy`],
+    ["memory", "Memory", `${fmtBytes(p.rss_bytes)} resident` +
+      (p.memory_bytes === null || p.memory_bytes === undefined ? "" : `, ${fmtBytes(p.memory_bytes)} charged`)],
+    ["io", "I/O", `${fmtRate(p.read_bytes_per_s)} read, ${fmtRate(p.write_bytes_per_s)} written`],
+    ["network", "Network", p.net_bytes_per_s === null || p.net_bytes_per_s === undefined
+      ? "— (not attributed)" : fmtRate(p.net_bytes_per_s)],
+    ["pressure", "Pressure", p.cpu_pressure === null && p.memory_pressure === null && p.io_pressure === null
+      ? "— (no pressure-stall files for it)"
+      : `cpu ${stall(p.cpu_pressure)}, memory ${stall(p.memory_pressure)}, io ${stall(p.io_pressure)}`],
+    ["source", "Sampled", `over ${fmtSeconds(p.interval_seconds)}, from ${p.source}`],
+  ];
+  $("#d-profile").replaceChildren(...rows.flatMap(([key, k, v]) =>
+    [el("dt", {}, k), el("dd", { "data-profile": key }, v)]));
+}
+
+// What the job reported about itself (hal feedback, hal.feedback.report, POST
+// /v1/jobs/{id}/feedback): per metric the way it is better, the latest value and a
+// small chart of the kept series.
+const GOALS = { max: "higher is better", min: "lower is better" };
+async function renderFeedback(j) {
+  const box = $("#d-feedback");
+  let f;
+  try {
+    f = await api(`/v1/jobs/${j.id}/feedback`);
+  } catch (err) {
+    if (err.message === "401") throw err;
+    const why = err.status === 503 ? "this server takes no application feedback" : `not available: ${err.message}`;
+    box.replaceChildren(el("p", { class: "note" }, why));
+    return;
+  }
+  if (!f.metrics.length) {
+    box.replaceChildren(el("p", { class: "note" },
+      "none reported (inside a job: hal feedback NAME=VALUE, or hal.feedback.report in Python)"));
+    return;
+  }
+  box.replaceChildren(...f.metrics.map(feedbackMetric));
+}
+
+function fmtValue(v) { return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(6))); }
+
+function feedbackMetric(m) {
+  const goal = GOALS[m.goal] || "no goal declared";
+  const head = el("div", {}, el("b", { class: "metric-name" }, m.name), " ",
+    el("span", { class: "goal" }, goal), " · latest ", el("span", { class: "latest" }, fmtValue(m.latest)),
+    ` · ${m.count} report${m.count === 1 ? "" : "s"}`);
+  const values = m.points.map(([, v]) => v);
+  const range = values.length
+    ? `${fmtValue(Math.min(...values))} to ${fmtValue(Math.max(...values))}, ` +
+      `${fmtTime(m.points[0][0])} to ${fmtTime(m.points[m.points.length - 1][0])}` : "";
+  return el("div", { class: "feedback-metric", "data-metric": m.name, "data-goal": m.goal || "" },
+    head, sparkline(m.points), el("p", { class: "note range" }, range));
+}
+
+// The series as a line in a small box, oldest on the left; low values at the bottom
+// whichever way is better (the goal is written beside it).
+function sparkline(points) {
+  const w = 400, h = 48, pad = 4;
+  const chart = svg("svg", { class: "spark", viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: "none",
+    "data-points": points.length, role: "img", "aria-label": "the reported values over time" });
+  if (points.length < 2) {
+    if (points.length) chart.append(svg("circle", { cx: w / 2, cy: h / 2, r: 3, fill: "#2f6fd6" }));
+    return chart;
+  }
+  const t0 = points[0][0], span = Math.max(1e-9, points[points.length - 1][0] - t0);
+  const vs = points.map(([, v]) => v), lo = Math.min(...vs), hi = Math.max(...vs);
+  const y = (v) => (hi > lo ? pad + (h - 2 * pad) * (1 - (v - lo) / (hi - lo)) : h / 2);
+  const coords = points.map(([t, v]) => `${(((t - t0) / span) * w).toFixed(1)},${y(v).toFixed(1)}`);
+  chart.append(svg("polyline", { points: coords.join(" ") }));
+  return chart;
 }
 
 function drawTimeline(j) {
@@ -689,6 +775,7 @@ function layoutPart(part, links, pts) {
 }
 
 async function renderTraffic() {
+  await renderDissonance();
   const p = new URLSearchParams({ view: $("#t-view").value, limit: TRAFFIC_EDGES });
   if ($("#t-user").value) p.set("user", $("#t-user").value);
   if ($("#t-partition").value) p.set("partition", $("#t-partition").value);
@@ -715,6 +802,40 @@ async function renderTraffic() {
     el("td", {}, nodeName(byNode.get(e.b))), el("td", {}, byNode.get(e.b).user),
     el("td", { class: "num" }, fmtRate(e.bytes_per_second)), el("td", {}, fmtTime(e.since))));
   $("#traffic-edges tbody").replaceChildren(...rowsOrEmpty(rows, 6, "no edges"));
+}
+
+// The interference model as a matrix: rows the class slowed, columns its neighbours'
+// class, each cell the learned slowdown and the outcomes behind it.
+async function renderDissonance() {
+  let d;
+  try {
+    d = await api("/v1/harmonic/dissonance");
+  } catch (err) {
+    if (err.message === "401") throw err;
+    $("#dissonance-empty").hidden = false;
+    $("#dissonance-empty").replaceChildren(el("p", {}, err.status === 503
+      ? "This server keeps no interference model." : `The model is not available: ${err.message}`));
+    $("#dissonance-matrix thead").replaceChildren();
+    $("#dissonance-matrix tbody").replaceChildren();
+    $("#dissonance-info").textContent = "";
+    return;
+  }
+  $("#dissonance-empty").hidden = true;
+  $("#dissonance-info").textContent = `${d.outcomes_learnt} outcome${d.outcomes_learnt === 1 ? "" : "s"} ` +
+    `learnt since the server started; pairs never seen: ${d.prior.toFixed(2)}×`;
+  const cells = new Map(d.cells.map((c) => [`${c.victim} ${c.aggressor}`, c]));
+  $("#dissonance-matrix thead").replaceChildren(el("tr", {}, el("th", {}, "slowed ↓ beside →"),
+    ...d.classes.map((a) => el("th", {}, a))));
+  $("#dissonance-matrix tbody").replaceChildren(...d.classes.map((v) => el("tr", {}, el("th", {}, v),
+    ...d.classes.map((a) => {
+      const c = cells.get(`${v} ${a}`);
+      if (!c) return el("td", {}, "—");
+      const shade = c.slowdown >= 1.25 ? "clash" : c.slowdown >= 1.1 ? "mild" : "";
+      return el("td", { class: shade, "data-cell": `${v} ${a}`, "data-slowdown": c.slowdown,
+        "data-observations": c.observations, title: `${v} beside ${a}: ${c.slowdown.toFixed(3)}x, ` +
+        `${c.observations} outcome(s)` },
+      `${c.slowdown.toFixed(2)}×`, el("small", {}, ` (${c.observations})`));
+    }))));
 }
 
 function nodeName(v) { return v.name ? `${v.label} ${v.name}` : v.label; }

@@ -133,12 +133,18 @@ class _Nodes:
     base: _Base  # the running jobs (read for a note; shared with the plugin's next pass)
     updates: int  # ``base.updates`` when this pass took it
     lock: threading.Lock  # the plugin's, held while ``base`` is read
+    coef: _Coef  # the pass's matrix as coefficients
     placed: dict[int, _Entry] = field(default_factory=dict)  # in this pass
     placed_on: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → those
     # the score of every key (class, latency-sensitive: ``_Coef.column``) on every row,
     # made at the first Score of the pass and kept up to date by ``add``
     scores: FloatArray | None = None
-    coef: _Coef | None = None
+    # a row's mix (``both[row]``'s bytes) → its scores, as ``add`` worked them out: jobs
+    # of one kind and size placed on empty nodes give many rows the same mix, and the
+    # same numbers from the same sum (so the same decisions) cost a look-up
+    by_mix: dict[bytes, FloatArray] = field(default_factory=dict)
+    # key → its column of ``scores`` (a view: ``add`` writes the table in place)
+    columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
 
     @property
     def share(self) -> FloatArray:
@@ -150,13 +156,18 @@ class _Nodes:
         """(rows, classes): the latency-sensitive jobs' part of ``share``."""
         return self.both[:, len(CLASSES) :]
 
-    def scores_of(self, key: tuple[str, bool], coef: _Coef) -> FloatArray:
-        """The score of a job of ``key`` on every row (a view: not to be written)."""
+    def table(self) -> FloatArray:
+        """The score of every key on every row (made at the first call of the pass)."""
         table = self.scores
         if table is None:
-            table = self.scores = _scores(self.both @ coef.scaled)
-            self.coef = coef
-        out: FloatArray = table[:, coef.column(key)]
+            table = self.scores = _scores(self.both @ self.coef.scaled)
+        return table
+
+    def scores_of(self, key: tuple[str, bool]) -> FloatArray:
+        """The score of a job of ``key`` on every row (a view: not to be written)."""
+        out = self.columns.get(key)
+        if out is None:
+            out = self.columns[key] = self.table()[:, self.coef.column(key)]
         return out
 
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
@@ -175,10 +186,16 @@ class _Nodes:
             self.placed.pop(job_id, None)
             for row, _ in rows:
                 self.placed_on.get(row, {}).pop(job_id, None)
-        table, coef = self.scores, self.coef
-        if table is not None and coef is not None:  # the rows placed on, for every key
+        table = self.scores
+        if table is not None:  # the rows placed on, for every key
+            by_mix, scaled = self.by_mix, self.coef.scaled
             for row, _ in rows:
-                table[row] = _scores(both[row] @ coef.scaled)
+                mix = both[row]
+                seen = mix.tobytes()
+                found = by_mix.get(seen)
+                if found is None:
+                    found = by_mix[seen] = _scores(mix @ scaled)
+                table[row] = found
 
     def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
         """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
@@ -202,10 +219,15 @@ class _Coef:
     on_guarded: FloatArray
     # the two stacked (for ``_Nodes.both``) over a doubling's harm
     scaled: FloatArray = field(init=False)
+    # per key column: ``on_share``'s and ``on_guarded``'s as Python floats (the note
+    # weighs five numbers: cheaper in Python than in numpy's small-array calls)
+    columns: tuple[tuple[list[float], list[float]], ...] = field(init=False)
 
     def __post_init__(self) -> None:
         both = np.vstack((self.on_share, self.on_guarded))
         object.__setattr__(self, "scaled", both / _SCALE)
+        mine, theirs = self.on_share.T.tolist(), self.on_guarded.T.tolist()
+        object.__setattr__(self, "columns", tuple(zip(mine, theirs, strict=True)))
 
     @classmethod
     def of(cls, logs: FloatArray, protect: float) -> _Coef:
@@ -224,9 +246,8 @@ class _Coef:
         return 2 * _INDEX[key[0]] + int(key[1])
 
 
-# Per pass: the nodes' shares and the matrix as coefficients.
+# Per pass: the nodes' shares and the matrix as coefficients (``_Nodes.coef``).
 NODES: StateKey[_Nodes] = StateKey("dissonance.nodes")
-COEF: StateKey[_Coef] = StateKey("dissonance.coef")
 # Per pass: id(job spec) → the class of its workload (the pass's specs live as long as it)
 CLASSES_BY_SPEC: StateKey[dict[int, str | None]] = StateKey("dissonance.classes_by_spec")
 _UNSET = "\0"
@@ -245,6 +266,10 @@ class Dissonance:
         self._base: _Base | None = None
         self._lock = threading.Lock()
         self._seen: tuple[object, object] | None = None  # (running jobs, view) of the base
+        # the running jobs the base was last brought up to, by id, and the view it was
+        # for: a job that is the same object under the same view changed nothing
+        self._jobs: dict[int, Job] = {}
+        self._jobs_view: object = None
 
     # -- PreScore ---------------------------------------------------------------------
 
@@ -254,20 +279,21 @@ class Dissonance:
         view = ctx.snapshot.dissonance
         if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
             return SKIP  # (a reservation in the future: who will be its neighbours is unknown)
-        classes = ctx.data.get(CLASSES_BY_SPEC)
-        if classes is None:
-            classes = {}
-            ctx.data.write(CLASSES_BY_SPEC, classes)
-        if PROFILE_CLASS in job.extra:
+        extra = job.extra
+        if PROFILE_CLASS in extra:
             cls = job_class(job, view)
         else:  # (by its workload: the same for every job of one spec, an array's elements)
+            classes = ctx.data.get(CLASSES_BY_SPEC)
+            if classes is None:
+                classes = {}
+                ctx.data.write(CLASSES_BY_SPEC, classes)
             spec_key = id(job.spec)
             cls = classes.get(spec_key, _UNSET)
             if cls is _UNSET:
                 cls = classes[spec_key] = job_class(job, view)
         if cls is None:
             return SKIP
-        state.write(KEY, (cls, protected(job, view)))
+        state.write(KEY, (cls, extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected))
         return SUCCESS
 
     # -- Score ------------------------------------------------------------------------
@@ -284,11 +310,8 @@ class Dissonance:
         view = ctx.snapshot.dissonance
         if key is None or view is None:  # PreScore skips; kept for a direct call
             return np.zeros(len(feasible))
-        out: FloatArray = self._scores(ctx, view, key)[feasible]
+        out: FloatArray = self._nodes(ctx, view).scores_of(key)[feasible]
         return out
-
-    def _scores(self, ctx: PassContext, view: DissonanceView, key: tuple[str, bool]) -> FloatArray:
-        return self._nodes(ctx, view).scores_of(key, self._coef(ctx, view))
 
     # -- Reserve ----------------------------------------------------------------------
 
@@ -302,11 +325,11 @@ class Dissonance:
         cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
         if cls is None:
             return SUCCESS
+        nodes = self._nodes(ctx, view)
         if key is not None:
-            note = self._note(ctx, view, state, key, allocation)
+            note = self._note(ctx, nodes, view, state, key, allocation)
             if note:
                 add_placement_note(ctx.data, job.id, note)
-        nodes = self._nodes(ctx, view)
         nodes.add(job.id, (cls, ls, _rows(ctx, allocation)), 1)
         return SUCCESS
 
@@ -324,6 +347,7 @@ class Dissonance:
     def _note(
         self,
         ctx: PassContext,
+        nodes: _Nodes,
         view: DissonanceView,
         state: CycleState,
         key: tuple[str, bool],
@@ -333,28 +357,32 @@ class Dissonance:
         the node the other plugins' scores alone would have chosen, because of a
         neighbour there: "" otherwise."""
         scored = state.get(NODE_SCORES)
-        if scored is None or NAME not in scored[1] or len(allocation.nodes) != 1:
+        if scored is None or len(allocation.nodes) != 1:
             return ""
         candidates, parts = scored
+        if NAME not in parts:
+            return ""
         others = [v for k, v in parts.items() if k != NAME]
         if not others:
             return ""
         # (where this score is the same on every node, the others' pick is the job's)
         without = others[0] if len(others) == 1 else sum(others[1:], others[0])
-        a = int(candidates[int(without.argmax())])
+        a: int = candidates.item(without.argmax())
         table = ctx.nodes
         c = table.index.get(allocation.nodes[0], -1)
-        scores = self._scores(ctx, view, key)
-        if c < 0 or c == a or scores[c] - scores[a] < NOTE_MIN:
+        if c < 0 or c == a:
+            return ""
+        coef = nodes.coef
+        j = coef.column(key)
+        scores = nodes.table()
+        if scores.item(c, j) - scores.item(a, j) < NOTE_MIN:
             return ""  # (a clash too mild to be worth saying)
         cls = key[0]
-        nodes = self._nodes(ctx, view)
         # the class that weighs most against the job there, and one of its jobs
-        coef = self._coef(ctx, view)
-        j = coef.column(key)
-        # (five numbers each: in Python, cheaper than numpy's small-array calls)
-        mine_on, theirs_on = coef.on_share[:, j].tolist(), coef.on_guarded[:, j].tolist()
-        share, guarded_share = nodes.share[a].tolist(), nodes.guarded[a].tolist()
+        mine_on, theirs_on = coef.columns[j]
+        mix = nodes.both[a].tolist()
+        n = len(CLASSES)
+        share, guarded_share = mix[:n], mix[n:]
         weigh = [
             s * m + g * t
             for s, m, g, t in zip(share, mine_on, guarded_share, theirs_on, strict=True)
@@ -389,29 +417,23 @@ class Dissonance:
 
     # -- per pass ---------------------------------------------------------------------
 
-    def _coef(self, ctx: PassContext, view: DissonanceView) -> _Coef:
-        found = ctx.data.get(COEF)
-        if found is None:
-            tol = math.log(self.tolerance)
-            logs = np.array(
-                [
-                    [max(0.0, math.log(max(view.of(v, a), 1e-9)) - tol) for a in CLASSES]
-                    for v in CLASSES
-                ]
-            )
-            found = _Coef.of(logs, self.protect)
-            ctx.data.write(COEF, found)
-        return found
+    def _coef(self, view: DissonanceView) -> _Coef:
+        tol = math.log(self.tolerance)
+        logs = np.array(
+            [[max(0.0, math.log(max(view.of(v, a), 1e-9)) - tol) for a in CLASSES] for v in CLASSES]
+        )
+        return _Coef.of(logs, self.protect)
 
     def _nodes(self, ctx: PassContext, view: DissonanceView) -> _Nodes:
-        """The shares of the pass's running jobs (Reserve adds those placed since)."""
+        """The shares of the pass's running jobs (Reserve adds those placed since) and
+        the matrix as coefficients, made at the pass's first call."""
         found = ctx.data.get(NODES)
         if found is not None:
             return found
         with self._lock:  # (a what-if pass may run beside the scheduler's)
             base = self._base_for(ctx, view)
             both = np.hstack((base.share, base.guarded))  # (a copy: the pass writes it)
-            found = _Nodes(both, base, base.updates, self._lock)
+            found = _Nodes(both, base, base.updates, self._lock, self._coef(view))
         ctx.data.write(NODES, found)
         return found
 
@@ -435,16 +457,23 @@ class Dissonance:
                 np.zeros((n, len(CLASSES))),
                 np.zeros((n, len(CLASSES))),
             )
+            self._jobs = {}
+        # (a job object seen last pass under the same view: its class, mark and
+        # allocation are as they were; a frozen Job is not changed in place)
+        known = self._jobs if self._jobs_view is view else {}
+        jobs: dict[int, Job] = {}
         entries, allocations = base.entries, base.allocations
-        seen: set[int] = set()
         for job in ctx.running:
+            if known.get(job.id) is job:
+                jobs[job.id] = job
+                continue
             if job.state is not JobState.RUNNING or job.allocation is None:
                 continue  # a suspended job holds memory, not the node's bandwidth
             cls = job_class(job, view)
             if cls is None:
                 continue
             ls = protected(job, view)
-            seen.add(job.id)
+            jobs[job.id] = job
             old = entries.get(job.id)
             if (
                 old is None
@@ -453,8 +482,9 @@ class Dissonance:
                 or allocations[job.id] is not job.allocation
             ):
                 base.put(job.id, (cls, ls, _rows(ctx, job.allocation)), job.allocation)
-        for job_id in [j for j in entries if j not in seen]:
+        for job_id in [j for j in entries if j not in jobs]:
             base.put(job_id, None, None)
+        self._jobs, self._jobs_view = jobs, view
         self._seen = (ctx.running, view)
         return base
 
@@ -476,7 +506,7 @@ def _rows(ctx: PassContext, allocation: Allocation) -> tuple[tuple[int, float], 
     for name, held in zip(allocation.nodes, allocation.per_node, strict=False):
         row = index.get(name)
         if row is not None:
-            out.append((row, min(1.0, held.cpus * float(inv[row]))))
+            out.append((row, min(1.0, held.cpus * inv.item(row))))
     return tuple(out)
 
 
