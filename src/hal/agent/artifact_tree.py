@@ -3,7 +3,7 @@
 With a cache tree (``[data]`` on the server), the server's route for a node
 (``TreeChannel.artifact_route``: ``hal.server.artifact_tree``) names the node's leaf
 cache and the content's pieces, which the tree's root holds by then. ``read_through``
-reads them at the leaf, a few at a time (each miss there pulls through the branch, so
+reads them at the leaf, ``WINDOW`` at a time (each miss there pulls through the branch, so
 the root sends each byte once whatever the number of nodes), and hands them to
 ``write`` in order, each checked against its sha256 first.
 
@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
@@ -26,7 +28,7 @@ from redis.exceptions import RedisError
 
 from hal.wire.artifacts import ArtifactRoute, TreePiece
 
-WINDOW = 4  # pieces read at once (each up to 4 MiB): the leaf pulls them concurrently
+WINDOW = 4  # pieces read at once (each up to 16 MiB): the leaf pulls them concurrently
 TIMEOUT_S = 60.0  # one read at the leaf, a miss pulled through the tree included
 MISSING_TRIES = 3  # reads of a piece the leaf answers nil for (a pull that timed out)
 MISSING_WAIT_S = 0.5
@@ -65,15 +67,23 @@ async def read_through(
         socket_connect_timeout=5.0,
         max_connections=WINDOW,
     )
+    ahead: deque[asyncio.Task[bytes]] = deque()  # the next pieces, being read
+    pieces = iter(route.pieces)
     try:
-        for start in range(0, len(route.pieces), WINDOW):
-            batch = route.pieces[start : start + WINDOW]
-            values = await asyncio.gather(*(_piece(leaf, p, counts) for p in batch))
-            for value in values:
-                write(value)
+        for first in itertools.islice(pieces, WINDOW):
+            ahead.append(asyncio.ensure_future(_piece(leaf, first, counts)))
+        while ahead:
+            value = await ahead.popleft()
+            following = next(pieces, None)
+            if following is not None:  # one more in flight before this one is written
+                ahead.append(asyncio.ensure_future(_piece(leaf, following, counts)))
+            write(value)
     except RedisError as err:
         raise TreeUnusable(f"leaf cache {route.leaf} at {route.cache}: {err}") from err
     finally:
+        for task in ahead:
+            task.cancel()
+        await asyncio.gather(*ahead, return_exceptions=True)
         with contextlib.suppress(RedisError, OSError):
             await leaf.aclose()
 

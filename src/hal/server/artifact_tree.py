@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -36,7 +36,10 @@ from hal.wire.artifacts import ArtifactRoute, TreePiece
 log = logging.getLogger("hal.data")
 
 KEY = "hal:artifact:{sha256}:{index}"
-SET_WINDOW = 4  # pieces written to a root at once (each up to 4 MiB)
+# A piece in the tree: four of the store's. Every level's pull of a piece asks the control
+# plane where it is and reports its copy: bigger pieces, fewer of those per byte.
+TREE_PIECE = 4 * PIECE
+SET_WINDOW = 2  # pieces written to a root at once
 TIMEOUT_S = 60.0  # one command to a root cache node
 
 
@@ -107,7 +110,7 @@ class ArtifactTree:
     async def _seed(self, registry: Registry, artifact: Artifact, address: str) -> list[TreePiece]:
         client = self._client(address)
         known = self._digests.get(artifact.sha256)
-        keys = [piece_key(artifact.sha256, i) for i in range(-(-artifact.size // PIECE))]
+        keys = [piece_key(artifact.sha256, i) for i in range(-(-artifact.size // TREE_PIECE))]
         pipe = client.pipeline(transaction=False)
         for key in keys:
             pipe.exists(key)
@@ -119,7 +122,7 @@ class ArtifactTree:
         pieces: list[TreePiece] = []
         batch: list[tuple[str, bytes]] = []
         whole = hashlib.sha256()
-        async for data in registry.pieces(artifact.sha256):
+        async for data in _regrouped(registry.pieces(artifact.sha256)):
             index = len(pieces)
             key = piece_key(artifact.sha256, index)
             digest = await asyncio.to_thread(_digest, data, whole)
@@ -162,6 +165,18 @@ class ArtifactTree:
             with contextlib.suppress(RedisError, OSError):
                 await client.aclose()
         self._clients = {}
+
+
+async def _regrouped(pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The store's pieces joined into the tree's (``TREE_PIECE`` bytes, the last shorter)."""
+    buffer = bytearray()
+    async for data in pieces:
+        buffer += data
+        if len(buffer) >= TREE_PIECE:
+            yield bytes(buffer[:TREE_PIECE])
+            del buffer[:TREE_PIECE]
+    if buffer:
+        yield bytes(buffer)
 
 
 def _digest(data: bytes, whole: hashlib._Hash) -> str:

@@ -29,13 +29,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from hal.agent.artifacts import ArtifactCache
 from hal.agent.channel import HttpAgentChannel
 from hal.config.model import DataConfig
-from hal.server.artifact_tree import piece_key
+from hal.server.artifact_tree import TREE_PIECE, piece_key
 from hal.testing.live import LiveServer
 from hal.wire.agent import ArtifactPin
 
-SIZE = 10 * 1024 * 1024 + 123  # three pieces of at most 4 MiB
+SIZE = 2 * TREE_PIECE + 123  # three pieces in the tree
 LEAVES = {"n1": "l1", "n2": "l2", "n3": "l3"}
-# a 4 MiB piece's pull waits at each level for a locate and an acknowledgement from the
+# a 16 MiB piece's pull waits at each level for a locate and an acknowledgement from the
 # control plane: on a loaded test machine that outlasts cachetree's 2 s (docs/admin/cache.md)
 PULL = ("--pull-timeout", "20")
 
@@ -127,7 +127,7 @@ def test_nodes_get_an_artifact_through_the_tree_once(
         assert branch["hal_bytes_served"] == len(LEAVES) * SIZE
 
         # a leaf's copy of a piece replaced by other bytes of the same size
-        assert nodes["l1"].client().set(piece_key(digest, 1), os.urandom(4 * 1024 * 1024))
+        assert nodes["l1"].client().set(piece_key(digest, 1), os.urandom(TREE_PIECE))
         again = _fetch(live, {"n1": tmp_path / "nodes" / "n1-again"}, pin)["n1"]
         assert again.tree.refused == 1 and again.tree.fallbacks == 0
         copy = again.root / f"{digest}.program" / "file"
