@@ -43,6 +43,7 @@ import redis
 from hal.bench import emit
 from hal.bench.envs import run_envs_bench
 from hal.bench.replay_cost import cpu_model
+from hal.bench.slurm_peer import bench_work_dir
 from hal.config.model import DataConfig
 from hal.testing.live import LiveServer, free_port, wait_until
 
@@ -158,7 +159,7 @@ class Tree:
 def run_artifacts_bench(nodes: int = 16, size: int = 1024**3) -> dict[str, Any]:
     names = [f"node{i:02d}" for i in range(1, nodes + 1)]
     leaves = {name: f"leaf{name[4:]}" for name in names}
-    with tempfile.TemporaryDirectory(prefix="hal-bench-artifacts-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hal-bench-artifacts-", dir=bench_work_dir()) as tmp:
         work = Path(tmp)
         tree = Tree(work, list(leaves.values()))
         try:
