@@ -10,7 +10,8 @@ fetches are the agent's own code (``ArtifactCache`` over ``HttpAgentChannel``).
   it once (to the branch), no node fetches from the server, and all hold the same bytes.
 * A leaf whose copy of a piece was replaced by other bytes: the piece is refused by its
   sha256, read again through the tree, and the node's copy is right.
-* A node that reads through no cache fetches from the server.
+* A node that reads through no cache fetches from the server, and so does one whose
+  tree gives wrong bytes again after the first refusal.
 """
 
 from __future__ import annotations
@@ -138,3 +139,15 @@ def test_nodes_get_an_artifact_through_the_tree_once(
         direct = _fetch(live, {"n4": tmp_path / "nodes" / "n4"}, pin)["n4"]
         assert direct.tree.fetches == 0 and direct.fetched_bytes == SIZE
         assert _served(live).get("agent") == SIZE
+
+        # the root's own copy damaged (and nothing better below it): refused twice, the
+        # node fetches the content from the server instead
+        key = piece_key(digest, 2)
+        assert nodes["root"].client().set(key, b"not the piece")
+        for below in ("b1", "l2"):
+            nodes[below].client().delete(key)
+        last = _fetch(live, {"n2": tmp_path / "nodes" / "n2-again"}, pin)["n2"]
+        assert last.tree.refused == 2 and last.tree.fallbacks == 1
+        copy = last.root / f"{digest}.program" / "file"
+        assert hashlib.sha256(copy.read_bytes()).hexdigest() == digest
+        assert _served(live).get("agent") == 2 * SIZE
