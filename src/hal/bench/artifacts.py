@@ -23,6 +23,7 @@ figures (``hal.bench.envs.run_envs_bench``), taken after.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import os
@@ -73,7 +74,9 @@ def size_of(text: str) -> int:
     """``1G``, ``64M``, ``4096``: bytes (binary units)."""
     found = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
     if found is None or int(found[1]) == 0:
-        raise ValueError(f"{text!r} is no size: write bytes, or a number with K, M or G")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no size: write bytes, or a number with K, M or G (64M, 1G)"
+        )
     unit: int = 1024 ** " KMG".index((found[2] or " ").upper())
     return int(found[1]) * unit
 
