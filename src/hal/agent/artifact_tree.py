@@ -30,8 +30,11 @@ from hal.wire.artifacts import ArtifactRoute, TreePiece
 
 WINDOW = 4  # pieces read at once (each up to 16 MiB): the leaf pulls them concurrently
 TIMEOUT_S = 60.0  # one read at the leaf, a miss pulled through the tree included
-MISSING_TRIES = 3  # reads of a piece the leaf answers nil for (a pull that timed out)
-MISSING_WAIT_S = 0.5
+# Reads of a piece the leaf answers nil for: its pull timed out, or the leaf holds its
+# parent for dead (a few seconds after a failed pull, ``hal.cache.peers``): the waits
+# between them (1, 2, 4 s) outlast that.
+MISSING_TRIES = 4
+MISSING_WAIT_S = 1.0
 
 
 class TreeUnusable(Exception):
@@ -96,7 +99,7 @@ async def _piece(leaf: aioredis.Redis, piece: TreePiece, counts: TreeCounts) -> 
             value = value.encode("utf-8", "surrogateescape")
         if value is None:
             if attempt < MISSING_TRIES - 1:
-                await asyncio.sleep(MISSING_WAIT_S)
+                await asyncio.sleep(MISSING_WAIT_S * 2**attempt)
             continue
         if len(value) == piece.size and await asyncio.to_thread(_sha256, value) == piece.sha256:
             return value
