@@ -62,7 +62,6 @@ class ArtifactTree:
         self._digests: dict[str, list[TreePiece]] = {}  # content → its pieces, once read
         self._seeding: dict[tuple[str, str], asyncio.Future[list[TreePiece]]] = {}
         self._clients: dict[str, aioredis.Redis] = {}
-        self.seeded_bytes = 0  # written into roots (tests, the bench)
         self._warned: set[str] = set()
 
     async def route(self, registry: Registry, artifact: Artifact, node: str) -> ArtifactRoute:
@@ -143,9 +142,7 @@ class ArtifactTree:
         self, client: aioredis.Redis, batch: list[tuple[str, bytes]], registry: Registry
     ) -> None:
         await asyncio.wait_for(asyncio.gather(*(client.set(k, v) for k, v in batch)), TIMEOUT_S)
-        sent = sum(len(v) for _, v in batch)
-        self.seeded_bytes += sent
-        registry.served_bytes["cache"] += sent
+        registry.served_bytes["cache"] += sum(len(v) for _, v in batch)
 
     def _client(self, address: str) -> aioredis.Redis:
         client = self._clients.get(address)
