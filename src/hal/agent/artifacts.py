@@ -2,8 +2,9 @@
 
 Before a job's batch script or a step of it starts on this node, ``ArtifactCache.deploy``
 makes sure each artifact the job pinned is here: fetched once per node by its SHA-256
-(``GET /v1/agent/artifacts/SHA256``), checked against it, and installed read-only under
-``STATE_DIR/artifacts/SHA256`` (``SHA256.program`` for a program):
+(``GET /v1/agent/artifacts/SHA256``, or at the node's leaf cache where the server's
+route names one: ``hal.agent.artifact_tree``), checked against it, and installed
+read-only under ``STATE_DIR/artifacts/SHA256`` (``SHA256.program`` for a program):
 
 - an archive (tar, compressed or not, or zip) is unpacked into ``tree/``; when all its
   entries sit in one top folder (other than ``bin``), that folder is the artifact's root;
@@ -27,10 +28,11 @@ import shutil
 import stat
 import tarfile
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from hal.agent.artifact_tree import TreeChannel, TreeCounts, TreeUnusable, read_through
 from hal.core.artifacts import ARCHIVE, variable_of
 from hal.slurm.job_variables import DEFAULT_PATH
 from hal.wire.agent import ArtifactPin, CachedCopy, CacheReport
@@ -68,9 +70,12 @@ class ArtifactCache:
         channel: ArtifactChannel | None,
         limit_bytes: int,
         live_jobs: Callable[[], Iterable[int]],
+        node: str = "",
     ) -> None:
         self.root = root
         self.channel = channel
+        self.node = node  # asked for its route through the cache tree ("": never)
+        self.tree = TreeCounts()
         self.limit_bytes = limit_bytes
         self.live_jobs = live_jobs  # the jobs with processes (or records) on this node
         self._fetching: dict[str, asyncio.Future[Path]] = {}
@@ -156,20 +161,32 @@ class ArtifactCache:
         return place
 
     async def _download(self, sha256: str, part: Path) -> int:
-        assert self.channel is not None
-        digest, size = hashlib.sha256(), 0
-        with await asyncio.to_thread(open, part, "wb") as f:
-
-            def write(data: bytes) -> None:
-                nonlocal size
-                digest.update(data)
-                size += len(data)
-                f.write(data)
-
-            await self.channel.artifact(sha256, write)
-        if digest.hexdigest() != sha256:
-            raise ArtifactError(f"the content received has sha256 {digest.hexdigest()}")
-        return size
+        """The content into ``part``: at the leaf cache where the server's route names
+        one, else (or when that fails) from the server. Checked against ``sha256``."""
+        channel = self.channel
+        assert channel is not None
+        route = None
+        if self.node and isinstance(channel, TreeChannel):
+            try:
+                route = await channel.artifact_route(sha256, self.node)
+            except Exception as err:  # an older server, or none now: the direct fetch says
+                log.info("artifact %s: no route through the cache tree (%s)", sha256[:12], err)
+        if route is not None and route.cache:
+            try:
+                size = await _receive(part, sha256, lambda w: read_through(route, w, self.tree))
+            except (TreeUnusable, ArtifactError, OSError) as err:
+                self.tree.fallbacks += 1
+                log.warning(
+                    "artifact %s: not through leaf cache %s (%s); fetching it from the server",
+                    sha256[:12],
+                    route.leaf,
+                    err,
+                )
+            else:
+                self.tree.fetches += 1
+                self.tree.bytes += size
+                return size
+        return await _receive(part, sha256, lambda w: channel.artifact(sha256, w))
 
     def evict(self, live: set[int]) -> None:
         """Remove the least recently deployed copies no ``live`` job holds, while the
@@ -222,6 +239,26 @@ class ArtifactCache:
                 ready = (place / READY).stat()
                 copies.append((ready.st_mtime, place, int((place / READY).read_text() or 0)))
         return copies
+
+
+async def _receive(
+    part: Path, sha256: str, source: Callable[[Callable[[bytes], object]], Awaitable[None]]
+) -> int:
+    """What ``source`` hands over, written to ``part`` (anew) and checked against
+    ``sha256``; its size."""
+    digest, size = hashlib.sha256(), 0
+    with await asyncio.to_thread(open, part, "wb") as f:
+
+        def write(data: bytes) -> None:
+            nonlocal size
+            digest.update(data)
+            size += len(data)
+            f.write(data)
+
+        await source(write)
+    if digest.hexdigest() != sha256:
+        raise ArtifactError(f"the content received has sha256 {digest.hexdigest()}")
+    return size
 
 
 def copy_name(pin: ArtifactPin) -> str:
@@ -292,10 +329,11 @@ def _unpack(part: Path, into: Path, kind: str) -> int:
     """The content into ``into``: an archive unpacked into ``tree``, a program kept as
     ``file``; returns the bytes it takes there."""
     if kind != ARCHIVE:
-        shutil.copyfile(part, into / "file")
+        size = part.stat().st_size
+        os.replace(part, into / "file")  # (beside it: a rename, not a second copy)
         os.chmod(into / "file", 0o755)  # noqa: S103 (run by the jobs' users)
         (into / "by-name").mkdir(mode=0o755)
-        return part.stat().st_size
+        return size
     try:
         if tarfile.is_tarfile(part):
             with tarfile.open(part) as archive:

@@ -34,6 +34,7 @@ from hal.agent.artifacts import ArtifactMissing
 from hal.client.servers import LeaderChoice, not_leading, server_urls
 from hal.host.tls import explain, verify_for
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
+from hal.wire.artifacts import ArtifactRoute
 from hal.wire.output import OutputPoll, OutputReads
 
 # The server holds a sync up to ``wait_seconds``; allow that much plus this for the reply.
@@ -41,6 +42,8 @@ SYNC_GRACE_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 5.0
 REQUEST_TIMEOUT_SECONDS = 15.0
 ARTIFACT_READ_TIMEOUT_SECONDS = 60.0  # between two pieces of an artifact's content
+# a route through the cache tree: the server may write the whole content into the root first
+ROUTE_TIMEOUT_SECONDS = 300.0
 
 
 class AgentChannelError(Exception):
@@ -153,6 +156,26 @@ class HttpAgentChannel:
             raise ChannelUnavailable(
                 f"cannot read {server}{path}: {err.__class__.__name__}: {err}"
             ) from err
+
+    async def artifact_route(self, sha256: str, node: str) -> ArtifactRoute:
+        """``TreeChannel``: how ``node`` gets the content (through its leaf cache, or
+        from here). The server writes the content into the tree's root first, so the
+        answer may take as long as reading it from the database."""
+        path = f"/v1/agent/artifacts/{sha256}/route"
+        timeout = httpx.Timeout(ROUTE_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+        try:
+            response = await self._http.get(path, params={"node": node}, timeout=timeout)
+        except httpx.HTTPError as err:
+            raise ChannelUnavailable(
+                f"cannot read {self.server_url}{path}: {err.__class__.__name__}: {err}"
+            ) from err
+        if response.status_code == 404:
+            raise ArtifactMissing(f"the server has no such artifact: {_detail(response)}")
+        if response.status_code in (401, 403):
+            raise CredentialRefused(response.status_code, _detail(response))
+        if response.status_code >= 400:
+            raise ChannelUnavailable(f"{path}: HTTP {response.status_code}: {_detail(response)}")
+        return ArtifactRoute.model_validate_json(response.content)
 
     async def aclose(self) -> None:
         await self._http.aclose()

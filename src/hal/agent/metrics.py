@@ -24,6 +24,12 @@ node's own view, worth scraping when the control plane's is in doubt:
 ``hal_agent_artifact_fetches_total``        counter  ``node``: artifacts fetched (docs/
                                                      user/artifacts.md); a copy here is none
 ``hal_agent_artifact_fetched_bytes_total``  counter  ``node``
+``hal_agent_artifact_tree_fetches_total``   counter  ``node``: of those, read at the node's
+                                                     leaf cache (the cache tree)
+``hal_agent_artifact_tree_refused_total``   counter  ``node``: pieces the tree gave with
+                                                     other bytes than their sha256's
+``hal_agent_artifact_tree_fallbacks_total`` counter  ``node``: fetched from the server
+                                                     after the tree failed
 ``hal_agent_python_env_builds_total``       counter  ``node``, ``result`` (built, failed):
                                                      Python environments built here
                                                      (docs/user/environments.md)
@@ -189,13 +195,28 @@ class AgentCollector(Collector):
             ),
             (
                 "hal_agent_artifact_fetches",
-                "Artifacts fetched from the control plane (a copy already here is no fetch).",
+                "Artifacts fetched, from the server or the cache tree (a copy here is none).",
                 self.artifacts.fetches if self.artifacts else 0,
             ),
             (
                 "hal_agent_artifact_fetched_bytes",
-                "Bytes of artifacts fetched from the control plane.",
+                "Bytes of artifacts fetched from the control plane or the cache tree.",
                 self.artifacts.fetched_bytes if self.artifacts else 0,
+            ),
+            (
+                "hal_agent_artifact_tree_fetches",
+                "Artifacts read at this node's leaf cache (the cache tree).",
+                self.artifacts.tree.fetches if self.artifacts else 0,
+            ),
+            (
+                "hal_agent_artifact_tree_refused",
+                "Pieces the cache tree gave with other bytes than their sha256's (refused).",
+                self.artifacts.tree.refused if self.artifacts else 0,
+            ),
+            (
+                "hal_agent_artifact_tree_fallbacks",
+                "Artifacts fetched from the server after the cache tree failed.",
+                self.artifacts.tree.fallbacks if self.artifacts else 0,
             ),
             (
                 "hal_agent_container_image_loads",

@@ -206,6 +206,7 @@ class AgentShell:
             channel if isinstance(channel, ArtifactChannel) else None,
             config.artifact_cache_bytes,
             live_jobs=self._live_jobs,
+            node=config.node,  # its route through the cache tree names its leaf
         )
         # the jobs' Python environments (docs/user/environments.md), in the same cache
         self.pyenvs = PythonEnvs(self.artifacts)

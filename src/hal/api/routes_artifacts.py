@@ -3,7 +3,8 @@
 Anyone may list, read and download; publishing a version streams the request body into
 the state store (``hal.state.artifacts``), within ``max_artifact_bytes`` rather than the
 request-size guard. Agents download by digest on their own channel
-(``/v1/agent/artifacts/{sha256}``): a job's nodes fetch what it pinned.
+(``/v1/agent/artifacts/{sha256}``): a job's nodes fetch what it pinned, through the
+cache tree when ``[data]`` names one (``.../{sha256}/route``: ``hal.server.artifact_tree``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.responses import StreamingResponse
 
-from hal.api.deps import agent_dep, caller_dep, services_dep
+from hal.api.deps import agent_dep, caller_dep, check_agent_node, services_dep
 from hal.core.artifacts import SHA256, Artifact
 from hal.core.errors import InvalidRequest, NotFound
 from hal.server.services import Services
@@ -29,6 +30,7 @@ from hal.wire.artifacts import (
     ArtifactInfo,
     ArtifactList,
     ArtifactNodes,
+    ArtifactRoute,
     NodeCopy,
     NodeInventory,
 )
@@ -120,10 +122,27 @@ async def download_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> 
 @agent_router.get("/{sha256}")
 async def agent_download(sha256: str, ctx: Ctx, _agent: Agent) -> StreamingResponse:
     """The content a job pinned, for its node's agent."""
+    return await _stream(ctx, _by_digest(ctx, sha256), "agent")
+
+
+@agent_router.get("/{sha256}/route", response_model=ArtifactRoute)
+async def agent_route(sha256: str, node: str, ctx: Ctx, agent: Agent) -> ArtifactRoute:
+    """How ``node``'s agent gets the content: through its leaf cache, the pieces in its
+    tree's root by now (``hal.server.artifact_tree``), or from this server (no cache
+    tree, or it cannot take the content now: ``reason``)."""
+    check_agent_node(agent, node)
+    found = _by_digest(ctx, sha256)
+    if ctx.data is None:
+        reason = "no cache tree is configured ([data] in hal.toml)"
+        return ArtifactRoute(sha256=sha256, size=found.size, reason=reason)
+    return await ctx.data.artifacts.route(ctx.artifacts, found, node)
+
+
+def _by_digest(ctx: Services, sha256: str) -> Artifact:
     found = next((a for a in ctx.artifacts.index.values() if a.sha256 == sha256), None)
     if found is None:
         raise NotFound(f"no artifact has the content {sha256}: it was removed")
-    return await _stream(ctx, found, "agent")
+    return found
 
 
 async def _stream(ctx: Services, artifact: Artifact, to: str) -> StreamingResponse:

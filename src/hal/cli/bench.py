@@ -64,6 +64,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
 
     from hal.bench import (
         agent_traffic,
+        artifacts,
         cloud,
         failover,
         fragmentation,
@@ -81,6 +82,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     from hal.bench import htc as htc_bench
 
     agent_traffic.add_commands(bsub)
+    artifacts.add_commands(bsub)
     cloud.add_commands(bsub)
     data_bench.add_commands(bsub)
     envs_bench.add_commands(bsub)

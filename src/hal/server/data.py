@@ -62,6 +62,7 @@ from hal.host.tls import verify_for
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 from hal.scheduler.service import PassRunner
+from hal.server.artifact_tree import ArtifactTree
 from hal.server.data_view import (
     StageTarget,
     build_view,
@@ -167,6 +168,8 @@ class DataService:
         self.refreshes = 0
         self.prestage: dict[str, int] = dict.fromkeys(STAGE_RESULTS, 0)
         self.bytes_staged = 0
+        # artifacts through the tree (hal.server.artifact_tree): roots written, routes told
+        self.artifacts = ArtifactTree(self.view, self._address)
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -201,6 +204,7 @@ class DataService:
             with contextlib.suppress(RedisError, OSError):
                 await client.aclose()
         self._redis = {}
+        await self.artifacts.aclose()
 
     # -- the view ---------------------------------------------------------------------------
 

@@ -9,6 +9,9 @@ job that names artifacts, an image or a lock and whose reservation starts within
 per (job, node). A placement needs none: its batch node deploys at launch, and its other
 nodes are sent a ``Prefetch`` with the launch (``hal.state.agents.send_launch``). A node
 planned and then not used keeps the copies within its cache's bound, as any other.
+The agents fetch what a ``Prefetch`` names as they fetch for a launch: through their leaf
+cache where the cluster has a cache tree (``hal.server.artifact_tree``), so pre-staging
+many nodes reads the content from the database once.
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ class Registry:
         self.index: dict[tuple[str, str], Artifact] = {}
         self.owners: dict[str, str] = {}  # name → who published its first version
         # since the server started (``hal_artifact_*`` metrics): versions published, and
-        # downloads and bytes served, to agents ("agent") and to users ("user")
+        # downloads and bytes served, to agents ("agent"), to users ("user") and into a
+        # cache tree's root ("cache": hal.server.artifact_tree)
         self.published = 0
         self.downloads: Counter[str] = Counter()
         self.served_bytes: Counter[str] = Counter()

@@ -80,3 +80,27 @@ class NodeInventory(WireModel):
 
 class ArtifactNodes(WireModel):
     nodes: list[NodeInventory] = Field(default_factory=list)
+
+
+class TreePiece(WireModel):
+    """One piece of an artifact's content in the cache tree: the cache key it sits under
+    (``hal:artifact:SHA256:INDEX``, named by the whole content's digest) and its own
+    size and sha256, which the agent checks before it keeps the piece."""
+
+    key: str
+    size: int
+    sha256: str
+
+
+class ArtifactRoute(WireModel):
+    """``GET /v1/agent/artifacts/{sha256}/route?node=N``: how node ``N`` gets the
+    content. ``cache`` empty: from the server (``/v1/agent/artifacts/{sha256}``), with
+    ``reason`` saying why; else ``HOST:PORT`` of the node's leaf cache, and ``pieces``,
+    in order, are in its tree's root already."""
+
+    sha256: str
+    size: int
+    cache: str = ""  # the leaf cache's address; "": fetch from the server
+    leaf: str = ""  # its instance id
+    pieces: list[TreePiece] = Field(default_factory=list)
+    reason: str = ""  # why not through the tree ("" when through it)

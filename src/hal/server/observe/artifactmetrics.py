@@ -12,7 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from hal.state.artifacts import Registry
 
-TO = ("agent", "user")
+TO = ("agent", "user", "cache")
 
 
 def artifact_metrics(registry: Registry | None) -> Iterable[Metric]:
@@ -53,12 +53,14 @@ def artifact_metrics(registry: Registry | None) -> Iterable[Metric]:
     for name, text, counts in (
         (
             "downloads",
-            "Artifact downloads since the server started, to agents (a node's copy) or users.",
+            "Artifact downloads since the server started, to agents (a node's copy), users or "
+            "a cache tree's root (docs/admin/cache.md).",
             registry.downloads,
         ),
         (
             "served_bytes",
-            "Bytes of artifact content sent since the server started, to agents or users.",
+            "Bytes of artifact content sent since the server started, to agents, users or a "
+            "cache tree's root.",
             registry.served_bytes,
         ),
     ):
