@@ -96,17 +96,22 @@ def load_client_config(url: str | None = None, token: str | None = None) -> Clie
 
 
 def _retry_seconds() -> float:
-    text = os.environ.get("HAL_RETRY_SECONDS", "").strip()
+    return env_seconds("HAL_RETRY_SECONDS", RETRY_SECONDS, "0: never retry")
+
+
+def env_seconds(name: str, default: float, what: str) -> float:
+    """The environment variable ``name``, a number of seconds >= 0 (``default`` when
+    unset or empty); anything else is refused saying ``what`` it is for."""
+    text = os.environ.get(name, "").strip()
     if not text:
-        return RETRY_SECONDS
+        return default
     try:
         value = float(text)
     except ValueError:
         value = -1.0
     if not 0 <= value < float("inf"):
         raise InvalidRequest(
-            f"HAL_RETRY_SECONDS={text!r} is not a number of seconds >= 0 (0: never retry)",
-            field="HAL_RETRY_SECONDS",
+            f"{name}={text!r} is not a number of seconds >= 0 ({what})", field=name
         )
     return value
 

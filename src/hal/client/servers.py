@@ -68,22 +68,13 @@ def server_urls(given: str | Iterable[str]) -> tuple[str, ...]:
 def failover_timeout() -> float:
     """``HAL_FAILOVER_TIMEOUT``: how long a client looks for a leader before it gives up
     (default 30 s: a takeover takes under 10)."""
-    text = os.environ.get("HAL_FAILOVER_TIMEOUT", "").strip()
-    if not text:
-        return FAILOVER_TIMEOUT_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        from hal.core.errors import InvalidRequest
+    from hal.client.config import env_seconds
 
-        raise InvalidRequest(
-            f"HAL_FAILOVER_TIMEOUT={text!r} is not a number of seconds >= 0 (how long to "
-            "look for the leader among HAL_URL's servers)",
-            field="HAL_FAILOVER_TIMEOUT",
-        )
-    return value
+    return env_seconds(
+        "HAL_FAILOVER_TIMEOUT",
+        FAILOVER_TIMEOUT_SECONDS,
+        "how long to look for the leader among HAL_URL's servers",
+    )
 
 
 def not_leading(status: int, headers: Mapping[str, str]) -> str | None:
