@@ -139,10 +139,16 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
                 now_met = (
                     current.reason in WAITING_ON_OTHERS and update.reason not in NOT_ELIGIBLE
                 )  # what it waited on was met in this pass: eligible from now on
+                reason = _kept_budget_wait(current.reason, update.reason)
+                eligible = now if now_met else current.eligible_time
+                if (reason, update.expected_start, eligible) == (
+                    current.reason,
+                    current.expected_start,
+                    current.eligible_time,
+                ):
+                    continue  # the same job still: what was built from it stays valid
                 current = current.evolve(
-                    reason=_kept_budget_wait(current.reason, update.reason),
-                    expected_start=update.expected_start,
-                    eligible_time=now if now_met else current.eligible_time,
+                    reason=reason, expected_start=update.expected_start, eligible_time=eligible
                 )
                 cluster.jobs[current.id] = cluster.unfinished[current.id] = current
                 if now_met:
