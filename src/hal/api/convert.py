@@ -14,7 +14,15 @@ from hal.core.container import Container, parse_container
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.feedback import format_goals, parse_goals, parse_scrape
-from hal.core.job import ArraySpec, Dependency, Job, JobSpec, SignalSpec, TopologyConstraint
+from hal.core.job import (
+    WAITING_ON_OTHERS,
+    ArraySpec,
+    Dependency,
+    Job,
+    JobSpec,
+    SignalSpec,
+    TopologyConstraint,
+)
 from hal.core.job_rules import JobRule, check_consistent, parse_rules
 from hal.core.malleable import ACTION, declared_range
 from hal.core.node import Node, Partition
@@ -24,7 +32,7 @@ from hal.core.preemption import PreemptionPolicy
 from hal.core.profiles import LATENCY_SENSITIVE, PROFILE_CLASS
 from hal.core.pyenv import PythonEnv, make_python_env
 from hal.core.states import JobState, PartitionState
-from hal.core.suspension import suspended_seconds
+from hal.core.suspension import SUSPENDED_AT, suspended_seconds
 from hal.slurm.filenames import FilenameFields, output_paths
 from hal.slurm.mail import check_mail_user, mail_recipient, mail_type_names, parse_mail_type
 from hal.slurm.syntax import (
@@ -434,6 +442,70 @@ def _output_paths(job: Job) -> tuple[str, str]:
 
 
 def job_info(job: Job, cluster: Cluster) -> JobInfo:
+    return JobInfo(**job_fields(job), **live_fields(job, cluster, cluster.clock.now()))
+
+
+# JobInfo's fields that depend on more than the job: the clock, its agent's latest usage
+# sample, its dependencies' states (``live_fields``); the others change only with the job
+# (``job_fields``), so the job list keeps their JSON while the job stays as it is
+LIVE_FIELDS = frozenset(
+    {
+        "eligible_time",
+        "expected_start",
+        "max_rss_bytes",
+        "cpu_seconds",
+        "user_cpu_seconds",
+        "system_cpu_seconds",
+        "rss_bytes",
+        "usage_time",
+        "gpu_usage",
+        "profile",
+        "profile_class",
+        "latency_sensitive",
+        "dependency_state",
+        "suspended_seconds",
+        "cost",
+    }
+)
+
+
+def live_fields(job: Job, cluster: Cluster, now: float) -> dict[str, Any]:
+    """``JobInfo``'s ``LIVE_FIELDS`` of ``job`` at ``now``, every one of them named."""
+    return {
+        "eligible_time": job.shown_eligible_time(now),
+        "expected_start": _expected_start(job, now),
+        "rss_bytes": None,
+        "usage_time": None,
+        **usage_fields(job, cluster),
+        **profile_fields(job, cluster),
+        "dependency_state": dependency_shown(job, cluster),
+        "suspended_seconds": suspended_seconds(job, now),
+        "cost": job_cost(job, now),
+    }
+
+
+def live_settled(job: Job) -> bool:
+    """Whether ``live_fields`` of ``job`` are the same at any time, whatever else
+    changes: it ended, or it waits with no begin time, no dependency, no run so far and
+    no suspension (most of a queue). One running, or whose fields follow the clock or
+    other jobs, is not."""
+    if job.state.is_active:
+        return False  # its agent's samples, its cost and suspension so far
+    if job.end_time is None and SUSPENDED_AT in job.extra:
+        return False
+    if job.state is not JobState.PENDING:
+        return job.end_time is not None
+    spec = job.spec
+    return (
+        spec.dependency is None
+        and spec.begin_time is None
+        and job.start_time is None
+        and job.reason not in WAITING_ON_OTHERS
+    )
+
+
+def job_fields(job: Job) -> dict[str, Any]:
+    """``JobInfo``'s fields that only ``job`` decides (all but ``LIVE_FIELDS``)."""
     spec = job.spec
     if job.allocation is not None:
         total = job.allocation.total()
@@ -450,7 +522,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         )
         nodes = []
     stdout, stderr = _output_paths(job)
-    return JobInfo(
+    return dict(
         id=job.id,
         display_id=job.display_id,
         het_job_id=spec.het.job_id if spec.het else None,
@@ -472,12 +544,10 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         priority=job.shown_priority,
         nice=spec.nice,
         submit_time=job.submit_time,
-        eligible_time=job.shown_eligible_time(cluster.clock.now()),
         deadline=job.spec.deadline,
         burst_after=job.spec.burst_after,
         start_time=job.start_time,
         end_time=job.end_time,
-        expected_start=_expected_start(job, cluster.clock.now()),
         time_limit_seconds=job.time_limit_s,
         nodes=nodes,
         node_count=node_count,
@@ -490,22 +560,18 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         min_cpus_per_node=spec.min_cpus_per_node,
         exit_code=job.exit_code,
         exit_signal=job.exit_signal,
-        **usage_fields(job, cluster),
-        **profile_fields(job, cluster),
         workdir=spec.workdir,
         script_path=spec.script_path,
         script_args=list(spec.script_args),
         stdout=stdout,
         stderr=stderr,
         dependency=str(spec.dependency) if spec.dependency else None,
-        dependency_state=dependency_shown(job, cluster),
         requeue=spec.requeue,
         restarts=job.restarts,
         requeued_after=job.extra.get(preempt.REQUEUED_AFTER),
         preempt_time=float(job.extra[preempt.PREEMPT_TIME])
         if preempt.PREEMPT_TIME in job.extra
         else None,
-        suspended_seconds=suspended_seconds(job, cluster.clock.now()),
         interrupted_at=interruptions.interrupted_at(job.extra),
         lost_work_seconds=interruptions.lost_work(job, job.state.value, job.end_time or 0.0),
         comment=spec.comment,
@@ -539,7 +605,6 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         mail_user=spec.mail_user,
         cron=spec.cron.schedule if spec.cron is not None else None,
         interactive=spec.interactive,
-        cost=job_cost(job, cluster.clock.now()),
     )
 
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from hal.api.convert import job_info, nul_field
 from hal.api.deps import caller_dep, services_dep
 from hal.api.fastpath import body_schema, is_json, json_response, not_json, read_body
+from hal.api.job_list import job_list_body
 from hal.api.submit import spec_of, submission
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job
@@ -191,7 +192,7 @@ async def list_jobs(
     start_after: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     end_before: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 1_000_000,
-) -> JobList:
+) -> Response:
     wanted_states = _states(state)
     users, parts, names = (
         set(_parse_list(user)),
@@ -229,11 +230,13 @@ async def list_jobs(
         ]
         jobs.sort(key=lambda j: j.id)
         jobs = jobs[:limit]
+    if not history:  # the queue, from each job's JSON kept between requests
+        return Response(await job_list_body(jobs, ctx.cluster), media_type="application/json")
     infos = [job_info(j, ctx.cluster) for j in jobs]
-    if history and infos:
+    if infos:
         await _add_steps(ctx, infos)
         await _add_runs(ctx, infos)
-    return JobList(jobs=infos)
+    return json_response(JobList(jobs=infos))
 
 
 async def _add_runs(ctx: Services, infos: list[JobInfo]) -> None:

@@ -227,7 +227,7 @@ def run_scale_bench(
             total = nodes + PROBE_NODES
             wait_until(
                 lambda: sum(n.state == "UP" for n in client.nodes()) == total,
-                timeout=max(120.0, nodes / 20),
+                timeout=max(300.0, nodes / 5),  # (a shared machine registers slowly)
                 interval=1.0,
                 message=f"{total} emulated nodes to register",
             )
@@ -266,10 +266,13 @@ def run_scale_bench(
                 [*hal, "sacct", "-a", "-X", "-n", "-P", "-S", "2000-01-01"],
                 env=env,
                 capture_output=True,
-                check=True,
+                check=False,
                 timeout=600,
             )
-            sacct_s = time.perf_counter() - t
+            sacct_s: float | None = time.perf_counter() - t
+            if acct.returncode != 0:  # (a loaded server's answer lost): the rest stands
+                _say(f"sacct failed: {acct.stderr.decode(errors='replace').strip()[-300:]}")
+                sacct_s = None
             db_bytes = _database_bytes(db)
             rss = max(seen.rss, server_ps.memory_info().rss)
         finally:
@@ -304,8 +307,8 @@ def run_scale_bench(
         "rest_list_p99_s": round(list_p99, 3),
         "squeue_p50_s": round(sq_p50, 3),
         "squeue_p99_s": round(sq_p99, 3),
-        "sacct_s": round(sacct_s, 2),
-        "sacct_rows": len(acct.stdout.splitlines()),
+        "sacct_s": round(sacct_s, 2) if sacct_s is not None else None,
+        "sacct_rows": len(acct.stdout.splitlines()) if sacct_s is not None else 0,
         "server_rss_mib": round(rss / 2**20, 1),
         "database_mib": round(db_bytes / 2**20, 1),
         "max_pass_s": round(float(diag.get("max_cycle_s") or 0.0), 3),

@@ -37,6 +37,8 @@ Example::
                                    # than their peers'
     enable_user_top = false        # let users `scontrol top` their own jobs (Slurm's
                                    # SchedulerParameters=enable_user_top); else admins only
+    max_job_starts = 1000          # jobs one pass starts at most, the rest in the next
+                                   # (Slurm's sched_max_job_start; 0: no limit)
 
     [accounting]                   # optional: slurmdbd's PurgeEventAfter / PurgeJobAfter
     purge_events_after = "90days"  # the event log; hours, days or months (docs/admin/accounting.md)
@@ -192,6 +194,12 @@ class HalConfig:
     # Users may move their own pending jobs to the top (``scontrol top``, Slurm's
     # SchedulerParameters=enable_user_top); off: only administrators.
     enable_user_top: bool = False
+    # The most jobs one scheduling pass starts (Slurm's SchedulerParameters=
+    # sched_max_job_start; 0: no limit): the others it placed start in the next pass,
+    # moments later. Writing a start and its launch takes the server's one event loop a
+    # few tenths of a millisecond, so a burst of 5,000 would hold agents' syncs and
+    # squeue for seconds (docs/admin/scale.md).
+    scheduler_max_job_starts: int = 1000
     partitions: tuple[PartitionConfig, ...] = (PartitionConfig(name="debug", default=True),)
     topology: Topology | None = None  # the switch tree; None: no topology-aware placement
     # [priority], [[accounts]], [[users]], [[qos]] (hal.config.priority)
@@ -273,6 +281,7 @@ _SCHEDULER_SETTINGS = {
     "correction",
     "drain_anomalous_nodes",
     "enable_user_top",
+    "max_job_starts",
 }
 # ... and the profile's own (``hal.scheduler.framework.profile``, which checks them again;
 # a test keeps the two lists equal)
@@ -367,6 +376,10 @@ def config_from_dict(
                 field="scheduler.correction",
             )
         kwargs["scheduler_correction"] = rule
+    if "max_job_starts" in scheduler:
+        kwargs["scheduler_max_job_starts"] = whole_number(
+            scheduler["max_job_starts"], source, "scheduler.max_job_starts"
+        )
     for key in ("drain_anomalous_nodes", "enable_user_top"):
         if key in scheduler:
             value = scheduler[key]

@@ -48,6 +48,7 @@ LIVE = frozenset(
         "max_artifact_bytes",
         "return_to_service",
         "scheduler_interval_seconds",
+        "scheduler_max_job_starts",
         "scheduler_profile",
         "enable_user_top",
         "partitions",
@@ -65,6 +66,7 @@ LIVE = frozenset(
 # the other fields' hal.toml names, where they differ
 _KEYS = {
     "scheduler_interval_seconds": "scheduler.interval_seconds",
+    "scheduler_max_job_starts": "scheduler.max_job_starts",
     "scheduler_profile": "scheduler",
     "enable_user_top": "scheduler.enable_user_top",
 }

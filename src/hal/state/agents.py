@@ -372,10 +372,15 @@ async def _check_lost(
     finished were lost with the node (e.g. a reboot): they end as NODE_FAIL."""
     if now < session.lost_check_after:
         return
+    # the jobs holding the node (its usage, kept by the mirror), not the whole queue: a
+    # sync per node every few seconds must not walk 20,000 unfinished jobs
+    used = cluster.usage.get(session.node)
+    here = (cluster.unfinished.get(jid) for jid in sorted(used.jobs)) if used else ()
     lost = [
         j
-        for j in cluster.unfinished.values()
-        if j.state in (JobState.RUNNING, JobState.SUSPENDED)
+        for j in here
+        if j is not None
+        and j.state in (JobState.RUNNING, JobState.SUSPENDED)
         and j.launched
         and j.allocation is not None
         and j.allocation.nodes[0] == session.node

@@ -38,6 +38,8 @@ def unix_ids(user: str) -> tuple[int, int] | None:
 def cpus_per_node(allocation: Allocation) -> str:
     """``SLURM_JOB_CPUS_PER_NODE``: the job's CPUs on each node in node-list order, as
     Slurm writes them (``2(x2)``, ``2,1``)."""
+    if len(allocation.nodes) == 1:  # most jobs: no host list to sort (hostlist's regexes
+        return per_node_counts(r.cpus for r in allocation.per_node)  # cost a burst seconds)
     cpus = dict(zip(allocation.nodes, (r.cpus for r in allocation.per_node), strict=True))
     order = hostlist.expand_hostlist(hostlist.collect_hostlist(list(allocation.nodes)))
     return per_node_counts(cpus[n] for n in order)

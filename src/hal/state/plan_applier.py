@@ -7,6 +7,12 @@ applier, ``apply_plan`` re-validates every placement against the current mirror
 pending and the next pass retries them. The components of a het job start together or not
 at all. The plan's terminations, advisory reasons and preemption marks are written in the
 same change.
+
+At most ``[scheduler] max_job_starts`` placements start per plan (Slurm's
+``sched_max_job_start``), in the plan's order: writing a start and its launch holds the
+server's event loop, and a pass that placed thousands would hold it for seconds. The
+placements past the cap are left as refused ones are, for the next pass, which the
+commit wakes at once.
 """
 
 from __future__ import annotations
@@ -49,7 +55,10 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
             for name, u in cluster.usage.items()
         }
         refused_het = _refused_het_jobs(cluster, plan, scratch)
+        cap = cluster.config.scheduler_max_job_starts or len(plan.placements)
         for placement in plan.placements:
+            if len(started) >= cap:
+                break  # the rest stay pending: the next pass (this commit wakes it) retries
             het = cluster.jobs[placement.job_id].spec.het
             if het is not None and het.job_id in refused_het:
                 continue  # all components start together or none does
@@ -130,10 +139,16 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
                 now_met = (
                     current.reason in WAITING_ON_OTHERS and update.reason not in NOT_ELIGIBLE
                 )  # what it waited on was met in this pass: eligible from now on
+                reason = _kept_budget_wait(current.reason, update.reason)
+                eligible = now if now_met else current.eligible_time
+                if (reason, update.expected_start, eligible) == (
+                    current.reason,
+                    current.expected_start,
+                    current.eligible_time,
+                ):
+                    continue  # the same job still: what was built from it stays valid
                 current = current.evolve(
-                    reason=_kept_budget_wait(current.reason, update.reason),
-                    expected_start=update.expected_start,
-                    eligible_time=now if now_met else current.eligible_time,
+                    reason=reason, expected_start=update.expected_start, eligible_time=eligible
                 )
                 cluster.jobs[current.id] = cluster.unfinished[current.id] = current
                 if now_met:

@@ -1,0 +1,107 @@
+"""What a full queue costs the server's event loop per request, in CPU seconds (so a
+loaded machine's figures compare): the job list behind ``GET /v1/jobs`` and ``squeue``
+(the first after a start, then with every running job's usage sample new, then with
+nothing changed) and a sync's lost-job check, on a real ``Cluster`` over the memory
+store holding R running jobs on N nodes and P pending, no server. Prints one JSON
+object::
+
+    python bench/queue_paths.py [N [R [P]]]                      # 1000 5000 15000
+    PYTHONPATH=/path/to/other/tree/src python bench/queue_paths.py
+
+On a tree without ``hal.api.job_list`` the list is what its route did: ``job_info`` of
+every job, then FastAPI's response validation and dump of the ``JobList``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+
+from hal.core.clock import VirtualClock
+from hal.state import agents
+from hal.state.agents import AgentSession
+from hal.state.cluster import Cluster
+from hal.state.memory_store import MemoryStateStore
+from hal.testing import make_job
+from hal.testing.builders import make_node
+from hal.testing.mirror import new_cluster, store
+from hal.wire.agent import JobUsage
+
+
+def _lister(cluster: Cluster, loop: asyncio.AbstractEventLoop) -> Callable[[], bytes]:
+    jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
+    try:
+        from hal.api.job_list import JobListCache
+    except ImportError:
+        from pydantic import TypeAdapter
+
+        from hal.api.convert import job_info
+        from hal.wire.jobs import JobList
+
+        adapter = TypeAdapter(JobList)
+
+        def before() -> bytes:
+            model = JobList(jobs=[job_info(j, cluster) for j in jobs])
+            return adapter.dump_json(adapter.validate_python(model))
+
+        return before
+    cache = JobListCache()
+    return lambda: loop.run_until_complete(cache.body(jobs, cluster))
+
+
+def _samples(cluster: Cluster, nodes: int) -> None:
+    """A new usage sample for every running job, as their agents' next syncs bring."""
+    now = cluster.clock.now()
+    for n in range(nodes):
+        used = cluster.usage.get(f"e{n}")
+        cluster.agent_sessions[f"e{n}"].usage = {
+            j: (now, JobUsage(job_id=j, attempt=0, rss_bytes=1, max_rss_bytes=2, cpu_seconds=now))
+            for j in (used.jobs if used else ())
+        }
+
+
+def main(nodes: int, running: int, pending: int) -> dict[str, object]:
+    clock = VirtualClock(1_000_000.0)
+    cluster = new_cluster(MemoryStateStore(), clock)
+    for n in range(nodes):
+        cluster.nodes[f"e{n}"] = make_node(f"e{n}").cpus(16).mem_gib(64).build()
+        cluster.agent_sessions[f"e{n}"] = AgentSession(f"e{n}")
+    now = clock.now()
+    store(
+        cluster,
+        *[
+            make_job(i).running_on(f"e{i % nodes}", start=now - 5).build().evolve(launched=True)
+            for i in range(1, running + 1)
+        ],
+        *[make_job(i).build() for i in range(running + 1, running + pending + 1)],
+    )
+    loop = asyncio.new_event_loop()
+    listing = _lister(cluster, loop)
+    out: dict[str, object] = {"nodes": nodes, "running": running, "pending": pending}
+    for name, fresh in (("list_first_s", True), ("list_samples_s", True), ("list_same_s", False)):
+        if fresh:
+            _samples(cluster, nodes)
+        clock.advance(5)
+        t = time.process_time()
+        body = listing()
+        out[name] = round(time.process_time() - t, 3)
+    out["list_bytes"] = len(body)
+    syncs = min(nodes, 200)
+    t = time.process_time()
+    for n in range(syncs):
+        session = cluster.agent_sessions[f"e{n}"]
+        session.lost_check_after = 0.0
+        used = cluster.usage.get(f"e{n}")
+        supervised = set(used.jobs) if used else set()
+        loop.run_until_complete(agents._check_lost(cluster, session, supervised, clock.now()))
+    out["lost_check_ms_per_sync"] = round(1000 * (time.process_time() - t) / syncs, 3)
+    loop.close()
+    return out
+
+
+if __name__ == "__main__":
+    args = [int(a) for a in sys.argv[1:4]]
+    print(json.dumps(main(*(args + [1000, 5000, 15000][len(args) :]))))
