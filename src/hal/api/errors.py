@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
-from starlette.routing import Match
+from starlette.routing import compile_path
 
 from hal.api.fastpath import NOT_JSON
 from hal.core.errors import HalError
@@ -87,7 +87,9 @@ def install(app: FastAPI) -> None:
         if err.status_code == 404:
             found = problem(404, "not_found", f"no such path {path}; /docs lists the API")
         elif err.status_code == 405:
-            allowed = allowed_methods(request)
+            allowed = allowed_methods(request) or [
+                m.strip() for m in (err.headers or {}).get("Allow", "").split(",") if m.strip()
+            ]
             found = problem(
                 405,
                 "method_not_allowed",
@@ -127,19 +129,22 @@ def install(app: FastAPI) -> None:
 
 
 def allowed_methods(request: Request) -> list[str]:
-    """Every method the routes of ``request``'s path take, for a 405's ``Allow``: Starlette
-    names only the first matching route's, and HAL has one route per method
+    """The methods the API documents for ``request``'s path, for a 405's ``Allow``:
+    Starlette names only the first matching route's, and HAL has one route per method
     (``/v1/jobs/{job_id}`` answered OPTIONS with ``Allow: GET``, hiding PATCH and DELETE).
-    Asked of each route through ``matches`` (FastAPI wraps included routers)."""
-    routes = request.app.router.routes
-    return [
-        method
-        for method in METHODS
-        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes)
-    ]
+    Where templates overlap (``/v1/jobs/batch`` is also ``/v1/jobs/{job_id}``) the one
+    with the fewest parameters is the resource, as the routes are declared. Empty for a
+    path the document does not hold (``/metrics``, the dashboard's files)."""
+    path = request.url.path
+    found: list[tuple[int, list[str]]] = []
+    for template, item in request.app.openapi()["paths"].items():
+        regex, _format, params = compile_path(template)
+        if regex.match(path):
+            found.append((len(params), sorted(m.upper() for m in item if m.upper() in METHODS)))
+    return min(found)[1] if found else []
 
 
-METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+METHODS = {"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"}
 
 
 # What every error answer of the API is (``problem``), for the OpenAPI document

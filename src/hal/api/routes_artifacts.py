@@ -112,13 +112,20 @@ async def remove_artifact(name: str, version: str, ctx: Ctx, caller: Who) -> Art
     return info(await ctx.artifacts.remove(name, version, caller))
 
 
-@router.get("/{name}/{version}/content")
-async def download_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> StreamingResponse:
+class Content(StreamingResponse):
+    """An artifact's bytes, so the OpenAPI document says ``application/octet-stream``
+    (FastAPI documents a plain ``StreamingResponse`` as JSON)."""
+
+    media_type = "application/octet-stream"
+
+
+@router.get("/{name}/{version}/content", response_class=Content)
+async def download_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> Content:
     return await _stream(ctx, _find(ctx, name, version), "user")
 
 
-@agent_router.get("/{sha256}")
-async def agent_download(sha256: str, ctx: Ctx, _agent: Agent) -> StreamingResponse:
+@agent_router.get("/{sha256}", response_class=Content)
+async def agent_download(sha256: str, ctx: Ctx, _agent: Agent) -> Content:
     """The content a job pinned, for its node's agent."""
     found = next((a for a in ctx.artifacts.index.values() if a.sha256 == sha256), None)
     if found is None:
@@ -126,7 +133,7 @@ async def agent_download(sha256: str, ctx: Ctx, _agent: Agent) -> StreamingRespo
     return await _stream(ctx, found, "agent")
 
 
-async def _stream(ctx: Services, artifact: Artifact, to: str) -> StreamingResponse:
+async def _stream(ctx: Services, artifact: Artifact, to: str) -> Content:
     """The content; ``to``: "agent" or "user", for the ``hal_artifact_*`` metrics."""
     registry = ctx.artifacts
     await registry.check_content(artifact)
@@ -142,7 +149,7 @@ async def _stream(ctx: Services, artifact: Artifact, to: str) -> StreamingRespon
         SHA256_HEADER: artifact.sha256,
         KIND_HEADER: artifact.kind,
     }
-    return StreamingResponse(body(), media_type="application/octet-stream", headers=headers)
+    return Content(body(), headers=headers)
 
 
 # -- aliases (hal.state.rollout) ------------------------------------------------------------

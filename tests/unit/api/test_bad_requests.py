@@ -227,10 +227,14 @@ def test_a_time_filter_that_is_not_a_number_is_refused(
 
 def test_a_405_names_every_method_of_the_path(server: LiveServer) -> None:
     """HAL has one route per method: Starlette's 405 named the first route's alone
-    (OPTIONS /v1/jobs/1 answered ``Allow: GET``, hiding PATCH and DELETE)."""
+    (OPTIONS /v1/jobs/1 answered ``Allow: GET``, hiding PATCH and DELETE); the methods
+    are the document's for the path."""
     r = call(server, "OPTIONS", "/v1/jobs/1")
     refused(r, 405, None, "OPTIONS is not allowed on /v1/jobs/1; it takes DELETE, GET")
     assert r.headers["allow"] == "DELETE, GET, PATCH"
+    # /v1/jobs/batch also fits /v1/jobs/{job_id}: the literal path is the resource
+    assert call(server, "OPTIONS", "/v1/jobs/batch").headers["allow"] == "POST"
+    assert call(server, "PUT", "/v1/users/me").headers["allow"] == "GET"
 
 
 @pytest.mark.parametrize("ids", ["0" * 20_000, "1,99999999999999999999"])
@@ -269,9 +273,10 @@ def test_a_request_the_http_parser_refuses_gets_problem_json(server: LiveServer)
 
 def test_the_openapi_document_says_what_errors_look_like(server: LiveServer) -> None:
     """Each operation documents HAL's 400 (not FastAPI's 422, which HAL never sends) and
-    its refusals as Problems; the event stream and job output their own media types: a
-    client generated from the document, and the fuzzing run, rely on it."""
-    doc = httpx.get(f"{server.url}/openapi.json", timeout=30).json()
+    its refusals as Problems; the event stream, job output and artifacts their own media
+    types (each was documented as JSON): a client generated from the document, and the
+    fuzzing run, rely on it."""
+    doc = httpx.get(f"{server.url}/openapi.json", timeout=120).json()  # built at first ask
     assert "HTTPValidationError" not in doc["components"]["schemas"]
     problem = {"$ref": "#/components/schemas/Problem"}
     for path, item in doc["paths"].items():
@@ -287,3 +292,6 @@ def test_the_openapi_document_says_what_errors_look_like(server: LiveServer) -> 
     assert set(events) == {"text/event-stream"} and "itemSchema" in events["text/event-stream"]
     output = doc["paths"]["/v1/jobs/{job_id}/output"]["get"]["responses"]["200"]["content"]
     assert set(output) == {"text/plain"}
+    for path in ("/v1/artifacts/{name}/{version}/content", "/v1/agent/artifacts/{sha256}"):
+        content = doc["paths"][path]["get"]["responses"]["200"]["content"]
+        assert set(content) == {"application/octet-stream"}, path
