@@ -4,9 +4,9 @@ Loaded by the schemathesis CLI (``SCHEMATHESIS_HOOKS``), not by pytest. Each hoo
 operation testable in a bounded run without excluding it; what each changes and why:
 
 - ``POST /v1/agent/{node}/sync`` and ``/output`` are the agents' long polls: they answer
-  after up to ``wait_seconds`` (≤ 60; default 10 and 20). A numeric or missing wait
-  becomes 0, so every case gets its answer at once; other waits (negative testing) go as
-  generated.
+  after up to ``wait_seconds`` (0-60; default 10 and 20). A missing wait or one in that
+  range becomes 0, so every case gets its answer at once; other waits (negative testing)
+  go as generated.
 - ``GET /v1/events`` streams until the client goes away unless ``follow=false``: a case
   whose ``follow`` is missing or true gets ``follow=false`` (the stream's catch-up part,
   then its end); other values go as generated.
@@ -35,7 +35,7 @@ def before_call(context: Any, case: Any, **kwargs: Any) -> None:
     path, method = case.operation.path, case.method.upper()
     if method == "POST" and path in LONG_POLLS and isinstance(case.body, dict):
         wait = case.body.get("wait_seconds", 0)  # missing: the default, 10 or 20 s
-        if isinstance(wait, int | float) and not isinstance(wait, bool):
+        if isinstance(wait, int | float) and not isinstance(wait, bool) and 0 <= wait <= 60:
             case.body["wait_seconds"] = 0
     elif method == "GET" and path == EVENTS:
         query = case.query if isinstance(case.query, dict) else {}
