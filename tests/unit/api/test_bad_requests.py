@@ -274,8 +274,8 @@ def test_a_request_the_http_parser_refuses_gets_problem_json(server: LiveServer)
 def test_the_openapi_document_says_what_errors_look_like(server: LiveServer) -> None:
     """Each operation documents HAL's 400 (not FastAPI's 422, which HAL never sends) and
     its refusals as Problems; the event stream, job output and artifacts their own media
-    types (each was documented as JSON): a client generated from the document, and the
-    fuzzing run, rely on it."""
+    types (each was documented as JSON), a publish both its 201 and its 200: a client
+    generated from the document, and the fuzzing run, rely on it."""
     doc = httpx.get(f"{server.url}/openapi.json", timeout=120).json()  # built at first ask
     assert "HTTPValidationError" not in doc["components"]["schemas"]
     problem = {"$ref": "#/components/schemas/Problem"}
@@ -295,3 +295,5 @@ def test_the_openapi_document_says_what_errors_look_like(server: LiveServer) -> 
     for path in ("/v1/artifacts/{name}/{version}/content", "/v1/agent/artifacts/{sha256}"):
         content = doc["paths"][path]["get"]["responses"]["200"]["content"]
         assert set(content) == {"application/octet-stream"}, path
+    # publishing a version again with the same content is a 200, a new one a 201
+    assert {"200", "201"} <= set(doc["paths"]["/v1/artifacts/{name}/{version}"]["put"]["responses"])
