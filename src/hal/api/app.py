@@ -85,7 +85,7 @@ def create_app(
             "role": role,
         }
 
-    _document_fast_bodies(app)
+    _document(app)
     for module in (
         routes_jobs,
         routes_nodes,
@@ -143,9 +143,10 @@ class SizeGuard:
         await self.app(scope, receive, send)
 
 
-def _document_fast_bodies(app: FastAPI) -> None:
+def _document(app: FastAPI) -> None:
     """Bodies read by ``fastpath.read_body`` are not FastAPI parameters: add their
-    schemas to the OpenAPI document so the ``$ref``s in ``openapi_extra`` resolve."""
+    schemas to the OpenAPI document so the ``$ref``s in ``openapi_extra`` resolve; and
+    document the error answers as ``errors`` makes them (``errors.document``)."""
     from hal.api.fastpath import add_schemas
     from hal.wire.agent import AgentRegister, AgentSync
     from hal.wire.jobs import JobBatchSubmit, JobSubmit
@@ -161,8 +162,9 @@ def _document_fast_bodies(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
+            schema = build()  # FastAPI keeps it as app.openapi_schema
             add_schemas(
-                build(),
+                schema,
                 [
                     JobSubmit,
                     JobBatchSubmit,
@@ -175,6 +177,8 @@ def _document_fast_bodies(app: FastAPI) -> None:
                     StepInputChunk,
                 ],
             )
+            errors.document(schema)
+            routes_events.document(schema)
         return app.openapi_schema or build()
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -78,8 +78,18 @@ _FILE_BODY = {  # the body is the file itself, streamed (OpenAPI: a binary strin
 }
 
 
+# 200 as well as 201 (the schema said 201 alone; the fuzzing run caught it)
+_SAME_AGAIN: dict[int | str, dict[str, object]] = {
+    200: {"model": ArtifactInfo, "description": "that version with the same content was there"}
+}
+
+
 @router.put(
-    "/{name}/{version}", response_model=ArtifactInfo, status_code=201, openapi_extra=_FILE_BODY
+    "/{name}/{version}",
+    response_model=ArtifactInfo,
+    status_code=201,
+    responses=_SAME_AGAIN,
+    openapi_extra=_FILE_BODY,
 )
 async def publish_artifact(
     name: str,
@@ -114,13 +124,20 @@ async def remove_artifact(name: str, version: str, ctx: Ctx, caller: Who) -> Art
     return info(await ctx.artifacts.remove(name, version, caller))
 
 
-@router.get("/{name}/{version}/content")
-async def download_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> StreamingResponse:
+class Content(StreamingResponse):
+    """An artifact's bytes, so the OpenAPI document says ``application/octet-stream``
+    (FastAPI documents a plain ``StreamingResponse`` as JSON)."""
+
+    media_type = "application/octet-stream"
+
+
+@router.get("/{name}/{version}/content", response_class=Content)
+async def download_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> Content:
     return await _stream(ctx, _find(ctx, name, version), "user")
 
 
-@agent_router.get("/{sha256}")
-async def agent_download(sha256: str, ctx: Ctx, _agent: Agent) -> StreamingResponse:
+@agent_router.get("/{sha256}", response_class=Content)
+async def agent_download(sha256: str, ctx: Ctx, _agent: Agent) -> Content:
     """The content a job pinned, for its node's agent."""
     return await _stream(ctx, _by_digest(ctx, sha256), "agent")
 
@@ -145,7 +162,7 @@ def _by_digest(ctx: Services, sha256: str) -> Artifact:
     return found
 
 
-async def _stream(ctx: Services, artifact: Artifact, to: str) -> StreamingResponse:
+async def _stream(ctx: Services, artifact: Artifact, to: str) -> Content:
     """The content; ``to``: "agent" or "user", for the ``hal_artifact_*`` metrics."""
     registry = ctx.artifacts
     await registry.check_content(artifact)
@@ -161,7 +178,7 @@ async def _stream(ctx: Services, artifact: Artifact, to: str) -> StreamingRespon
         SHA256_HEADER: artifact.sha256,
         KIND_HEADER: artifact.kind,
     }
-    return StreamingResponse(body(), media_type="application/octet-stream", headers=headers)
+    return Content(body(), headers=headers)
 
 
 # -- aliases (hal.state.rollout) ------------------------------------------------------------

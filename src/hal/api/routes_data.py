@@ -1,7 +1,7 @@
 """``/v1/data``: where a job input is and what reading it costs on each node, staging
 into a node's leaf cache, and the data service's status (``hal data ...``).
 
-Answered by ``hal.server.data.DataService``; 503 ``unavailable`` on a server without a
+Answered by ``hal.server.data.DataService``; 404 ``not_configured`` on a server without a
 ``[data]`` table. Bad input is a 400 naming the field: a key ``parse_data_keys`` refuses
 (a NUL, text that is not UTF-8, ...), a node name no agent could register, a query
 parameter (these routes take none), an unknown body field, ``@NAME`` (a dataset of
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hal.api.deps import caller_dep, services_dep
 from hal.core.data import DATASET_NAME, MAX_DATA_KEYS, expand_datasets, parse_data_keys
-from hal.core.errors import InvalidRequest, Unavailable
+from hal.core.errors import InvalidRequest, NotConfigured
 from hal.server.data import DataService
 from hal.server.services import Services
 from hal.state.cluster import Caller
@@ -126,7 +126,7 @@ class DataStatus(BaseModel):
 
 def _service(ctx: Services) -> DataService:
     if ctx.data is None:
-        raise Unavailable(
+        raise NotConfigured(
             "this server has no data plane: add a [data] table with cache_url to hal.toml"
         )
     return ctx.data

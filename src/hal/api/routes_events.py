@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header
 from fastapi.responses import StreamingResponse
@@ -31,22 +31,46 @@ KEEPALIVE_S = 15.0
 COALESCE_S = 0.01
 
 
-@router.get("/events")
+# One message of the stream, as OpenAPI 3.2's ``itemSchema`` describes the items of a
+# sequential media type (``_message`` writes it; ``data`` is the event as JSON)
+EVENT_ITEM: dict[str, object] = {
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$"},
+        "event": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
+def document(openapi: dict[str, Any]) -> None:
+    """Say in ``openapi`` what one message of ``/v1/events`` is: FastAPI documents the
+    stream as a single string, which tools that read events one by one check each
+    message against."""
+    content = openapi["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]
+    content[EventStream.media_type] = {"itemSchema": EVENT_ITEM}
+
+
+class EventStream(StreamingResponse):
+    """What ``/v1/events`` answers, so the OpenAPI document says ``text/event-stream``
+    (FastAPI documents a plain ``StreamingResponse`` as JSON)."""
+
+    media_type = "text/event-stream"
+
+
+@router.get("/events", response_class=EventStream)
 async def events(
     ctx: Ctx,
     _caller: Who,
     after: int = 0,
     follow: bool = True,
     last_event_id: Annotated[str | None, Header()] = None,
-) -> StreamingResponse:
+) -> EventStream:
     start = after
     if last_event_id and last_event_id.isdigit():
         start = int(last_event_id)
-    return StreamingResponse(
-        _stream(ctx, start, follow),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache"},
-    )
+    return EventStream(_stream(ctx, start, follow), headers={"Cache-Control": "no-cache"})
 
 
 def _message(e: StoredEvent) -> str:

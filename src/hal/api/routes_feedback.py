@@ -15,12 +15,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Path, Query
 
 from hal.api.deps import caller_dep, services_dep
-from hal.core.errors import InvalidRequest, NotFound, Unavailable
+from hal.core.errors import InvalidRequest, NotConfigured, NotFound
 from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job
 from hal.server.feedback import FeedbackService
 from hal.server.services import Services
 from hal.state.cluster import Caller
+from hal.wire.bounds import INT64_MAX
 from hal.wire.feedback import FeedbackList, FeedbackMetric, FeedbackReport, JobFeedback
 
 router = APIRouter(prefix="/v1/jobs", tags=["feedback"])
@@ -77,7 +78,7 @@ async def latest(
 ) -> FeedbackList:
     """Several jobs' latest values (``jobs=1,2,3``, at most 1,000), for sacct's Feedback
     column; jobs that reported nothing (or are unknown) are left out."""
-    ids = sorted({int(j) for j in jobs.split(",")})
+    ids = sorted({_job_number(j) for j in jobs.split(",")})
     if len(ids) > 1000:
         raise InvalidRequest(f"{len(ids)} jobs; at most 1000 a request", field="jobs")
     by_job: dict[int, list[FeedbackSeries]] = {}
@@ -90,6 +91,19 @@ async def latest(
     return FeedbackList(
         jobs=[job_feedback(known[i], by_job[i], points=False) for i in sorted(by_job) if i in known]
     )
+
+
+def _job_number(text: str) -> int:
+    """One id of ``jobs=``: a number a job id can be (below 2^63, the database's). A
+    longer one was a 500 (Python refuses ``int()`` of over 4,300 digits; PostgreSQL a
+    number past BIGINT)."""
+    if len(text) > len(str(INT64_MAX)) or int(text) > INT64_MAX:
+        shown = text if len(text) <= 24 else f"{text[:20]}..."
+        raise InvalidRequest(
+            f"job id {shown} is out of range: job ids are below 2^63 (at most 19 digits)",
+            field="jobs",
+        )
+    return int(text)
 
 
 def job_feedback(job: Job, series: list[FeedbackSeries], *, points: bool) -> JobFeedback:
@@ -113,5 +127,5 @@ def job_feedback(job: Job, series: list[FeedbackSeries], *, points: bool) -> Job
 
 def _service(ctx: Services) -> FeedbackService:
     if ctx.feedback is None:
-        raise Unavailable("this server takes no application feedback")
+        raise NotConfigured("this server takes no application feedback")
     return ctx.feedback

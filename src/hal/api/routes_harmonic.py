@@ -20,7 +20,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from hal.api.deps import caller_dep, services_dep
-from hal.core.errors import NotFound, Unavailable
+from hal.core.errors import NotConfigured, NotFound
 from hal.core.job import Job
 from hal.core.traffic import identity
 from hal.server.dissonance import EVAL_WINDOW, DissonanceService
@@ -53,7 +53,7 @@ async def graph(
     identities, decayed, strongest first (at most ``limit`` of each)."""
     traffic = ctx.traffic
     if traffic is None:
-        raise Unavailable("this server keeps no traffic graph")
+        raise NotConfigured("this server keeps no traffic graph")
     jobs = None if job is None else await _jobs(ctx, job)
     found = traffic.graph(jobs, user, limit)
     known = ctx.cluster.jobs
@@ -129,7 +129,7 @@ async def evaluation(ctx: Ctx, _caller: Who) -> DissonanceEval:
 
 def _dissonance(ctx: Services) -> DissonanceService:
     if ctx.dissonance is None:
-        raise Unavailable("this server keeps no interference model")
+        raise NotConfigured("this server keeps no interference model")
     return ctx.dissonance
 
 

@@ -36,6 +36,7 @@ from hal.api.convert import job_cost, profile_fields, usage_fields
 from hal.api.deps import admin_dep, agent_dep, caller_dep, check_agent_node, services_dep
 from hal.core.errors import (
     InvalidRequest,
+    NotConfigured,
     NotFound,
     PermissionDenied,
     Unauthenticated,
@@ -68,7 +69,7 @@ ACTIVE = {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPL
 
 async def plane_dep(ctx: Ctx) -> ObservePlane:
     if ctx.observe is None:  # (every HalServer has one; an app made without it has not)
-        raise Unavailable("the observability plane is not running in this server")
+        raise NotConfigured("the observability plane is not running in this server")
     return ctx.observe
 
 
@@ -296,7 +297,7 @@ async def traffic(
         raise InvalidRequest("view must be jobs or workloads", field="view")
     graph = ctx.traffic
     if graph is None:
-        raise Unavailable("this server keeps no traffic graph")
+        raise NotConfigured("this server keeps no traffic graph")
     known = ctx.cluster.jobs
     inside = [j for j in known.values() if j.partition == partition] if partition else None
     # one more than drawn, to say when the strongest ``limit`` are not all there is
@@ -400,7 +401,14 @@ async def job_detail(job_id: str, plane: Plane, ctx: Ctx, _caller: Who) -> dict[
 
 
 # -- job output -----------------------------------------------------------------------------
-@router.get("/v1/jobs/{job_id}/output", tags=["jobs"])
+class TextStream(StreamingResponse):
+    """A job's output, so the OpenAPI document says ``text/plain`` (FastAPI documents a
+    plain ``StreamingResponse`` as JSON); Starlette adds ``charset=utf-8``."""
+
+    media_type = "text/plain"
+
+
+@router.get("/v1/jobs/{job_id}/output", tags=["jobs"], response_class=TextStream)
 async def job_output(
     job_id: str,
     plane: Plane,
@@ -410,7 +418,7 @@ async def job_output(
     offset: Annotated[int, Query(ge=0)] = 0,
     tail_bytes: Annotated[int | None, Query(ge=0)] = None,
     follow: bool = False,
-) -> StreamingResponse:
+) -> TextStream:
     """The job's output as plain text. ``follow=true`` keeps the response open while the
     job runs (like ``tail -f``) and ends once it has finished and the file is read.
     Read from the control plane's filesystem when the file is there, else from the
@@ -445,11 +453,7 @@ async def job_output(
             fd, offset=offset, tail_bytes=tail_bytes, follow=follow, finished=finished
         )
         source = "file"
-    return StreamingResponse(
-        body,
-        media_type="text/plain; charset=utf-8",
-        headers={"Cache-Control": "no-cache", "Hal-Output-Source": source},
-    )
+    return TextStream(body, headers={"Cache-Control": "no-cache", "Hal-Output-Source": source})
 
 
 @router.post("/v1/agent/{node}/output", tags=["agent"])

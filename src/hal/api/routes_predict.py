@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query
 
 from hal.api.convert import job_info
 from hal.api.deps import caller_dep, services_dep
-from hal.core.errors import InvalidRequest, Unavailable
+from hal.core.errors import InvalidRequest, NotConfigured
 from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobList
@@ -24,7 +24,7 @@ async def predict_status(ctx: Ctx, _caller: Who) -> PredictStatus:
     """Predictor, model version and age, data size and recent accuracy
     (``hal predict status``)."""
     if ctx.predictions is None:
-        raise Unavailable("this server runs no prediction service")
+        raise NotConfigured("this server runs no prediction service")
     return PredictStatus.model_validate(ctx.predictions.status())
 
 
@@ -35,7 +35,7 @@ async def predict_finished(
     """The last finished runs (at most 500 are kept), newest first, each with the run
     time predicted when it started and the run time it had: the dashboard's scatter."""
     if ctx.predictions is None:
-        raise Unavailable("this server runs no prediction service")
+        raise NotConfigured("this server runs no prediction service")
     rows = [
         FinishedPredictionInfo(
             job_id=f.job_id,

@@ -24,6 +24,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from hal.api import errors
 from hal.api.app import create_app
 from hal.api.role_gate import install as install_role_gate
 from hal.api.routes_observe import install as install_observe
@@ -169,11 +170,15 @@ def own_url(host: str, port: int, *, https: bool = False) -> str:
 
 
 def _tls_options(tls: ServerTls | None) -> dict[str, Any]:
-    """uvicorn's TLS settings for ``tls``; with a client CA, a protocol that hands the
-    names a client's certificate proves to the app (``hal.api.deps``)."""
+    """uvicorn's protocol and TLS settings for ``tls``; with a client CA, a protocol that
+    hands the names a client's certificate proves to the app (``hal.api.deps``)."""
     if tls is None:
-        return {}
-    options: dict[str, Any] = {"ssl_certfile": tls.cert, "ssl_keyfile": tls.key}
+        return {"http": _HalProtocol}
+    options: dict[str, Any] = {
+        "ssl_certfile": tls.cert,
+        "ssl_keyfile": tls.key,
+        "http": _HalProtocol,
+    }
     if tls.client_ca:
         options |= {
             "ssl_ca_certs": tls.client_ca,
@@ -183,9 +188,39 @@ def _tls_options(tls: ServerTls | None) -> dict[str, Any]:
     return options
 
 
-class _CertifiedProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP/1.1 protocol, adding to each request's scope the names the
-    client's verified certificate proves: ``extensions["tls"]["client_names"]``."""
+# What a request uvicorn's parser refuses is told (httptools: a request line or header
+# that is not HTTP/1.1, or a URL past the 65,535 bytes its URL parser can index)
+UNREADABLE = (
+    "the server could not read this request as HTTP/1.1: a malformed request line or "
+    "header, or a URL longer than 65,535 bytes (send long lists in a request body)"
+)
+
+
+class _HalProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol, but a request its parser refuses gets a problem+json
+    400 that says what to do, as every other refusal, not uvicorn's text/plain "Invalid
+    HTTP request received." (a 120 kB query string got that)."""
+
+    def send_400_response(self, msg: str) -> None:
+        body = bytes(errors.problem(400, "invalid_request", UNREADABLE).body)
+        content = [b"HTTP/1.1 400 Bad Request\r\n"]
+        for name, value in self.server_state.default_headers:
+            content.extend([name, b": ", value, b"\r\n"])
+        content.extend(
+            [
+                b"content-type: application/problem+json\r\n",
+                b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
+                b"connection: close\r\n\r\n",
+                body,
+            ]
+        )
+        self.transport.write(b"".join(content))
+        self.transport.close()
+
+
+class _CertifiedProtocol(_HalProtocol):
+    """``_HalProtocol``, adding to each request's scope the names the client's verified
+    certificate proves: ``extensions["tls"]["client_names"]``."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)

@@ -25,6 +25,7 @@ EXIT_CODES = {
     "unauthenticated": 3,
     "permission_denied": 3,
     "not_found": 4,
+    "not_configured": 4,
     "conflict": 5,
     "payload_too_large": 2,
     "too_many_requests": 6,

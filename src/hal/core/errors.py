@@ -11,6 +11,7 @@ status (problem+json) and the CLI maps to an exit code, each in one place::
      ├── Unauthenticated       401  missing or unknown token
      ├── PermissionDenied      403  the user may not touch this object
      ├── NotFound              404  unknown job, node, partition, user
+     │    └── NotConfigured     404  a plane this server does not run (data, prediction, ...)
      ├── Conflict              409  the object is in a state that forbids the operation
      ├── PayloadTooLarge       413  request bigger than the server accepts
      ├── TooManyRequests       429  over a rate limit (wait, then send again)
@@ -74,6 +75,14 @@ class NotFound(HalError):
     http_status = 404
 
 
+class NotConfigured(NotFound):
+    """The request needs a part this server was not configured to run (the data plane,
+    the prediction service, ...): a 404, not a 503, since asking again will not help until
+    an administrator turns the part on; the message says how."""
+
+    code = "not_configured"
+
+
 class Conflict(HalError):
     code = "conflict"
     http_status = 409
@@ -104,6 +113,7 @@ ERRORS_BY_CODE: dict[str, type[HalError]] = {
         Unauthenticated,
         PermissionDenied,
         NotFound,
+        NotConfigured,
         Conflict,
         PayloadTooLarge,
         TooManyRequests,

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, model_validator
 
 from hal.wire.base import WireModel
+from hal.wire.bounds import INT32_MAX, LATEST_SECONDS
 from hal.wire.priority import PriorityWeightsInfo
 
 
@@ -94,9 +95,11 @@ class PartitionChange(WireModel):
     # UP takes and starts jobs; DOWN takes them (they wait: PartitionDown); DRAIN
     # starts those queued, refuses new ones; INACTIVE neither (PartitionInactive)
     state: str | None = Field(default=None, pattern="^(UP|DOWN|DRAIN|INACTIVE)$")
-    max_time_seconds: int | None = Field(default=None, ge=0)  # 0: unlimited
-    default_time_seconds: int | None = Field(default=None, ge=0)  # 0: none (MaxTime)
-    max_nodes: int | None = Field(default=None, ge=0)  # 0: unlimited
+    # bounded as the database stores them (past BIGINT/INTEGER PostgreSQL refused the
+    # write: a 500) and as a job's time limit is
+    max_time_seconds: int | None = Field(default=None, ge=0, le=LATEST_SECONDS)  # 0: unlimited
+    default_time_seconds: int | None = Field(default=None, ge=0, le=LATEST_SECONDS)  # 0: none
+    max_nodes: int | None = Field(default=None, ge=0, le=INT32_MAX)  # 0: unlimited
     # Slurm's bounds (22.05.8 refuses 65534 and more, and negative values)
     priority_job_factor: int | None = Field(default=None, ge=0, le=65533)
     priority_tier: int | None = Field(default=None, ge=0, le=65533)

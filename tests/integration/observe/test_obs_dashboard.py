@@ -453,8 +453,8 @@ def fmt_seconds(s: float) -> str:
 
 
 def test_the_data_tab_says_how_to_turn_the_data_plane_on(page, shots: Path) -> None:  # type: ignore[no-untyped-def]
-    """This server has no [data] table: /v1/data/status answers 503 and the tab shows how
-    to add one instead of empty numbers."""
+    """This server has no [data] table: /v1/data/status answers 404 not_configured and
+    the tab shows how to add one instead of empty numbers."""
     page.click('nav a[data-tab="data"]')
     page.wait_for_selector("#data-off:not([hidden])")
     text = page.inner_text("#data-off")

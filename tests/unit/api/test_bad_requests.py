@@ -5,6 +5,8 @@ and methods that do not exist)."""
 
 from __future__ import annotations
 
+import json
+import socket
 from collections.abc import Iterator
 from json import dumps
 
@@ -221,3 +223,77 @@ def test_a_time_filter_that_is_not_a_number_is_refused(
     nothing with NaN as "no filter"); a time that is no number is refused, naming it."""
     r = call(server, "GET", f"/v1/jobs?history=true&{param}={value}")
     refused(r, 400, param)
+
+
+def test_a_405_names_every_method_of_the_path(server: LiveServer) -> None:
+    """HAL has one route per method: Starlette's 405 named the first route's alone
+    (OPTIONS /v1/jobs/1 answered ``Allow: GET``, hiding PATCH and DELETE); the methods
+    are the document's for the path."""
+    r = call(server, "OPTIONS", "/v1/jobs/1")
+    refused(r, 405, None, "OPTIONS is not allowed on /v1/jobs/1; it takes DELETE, GET")
+    assert r.headers["allow"] == "DELETE, GET, PATCH"
+    # /v1/jobs/batch also fits /v1/jobs/{job_id}: the literal path is the resource
+    assert call(server, "OPTIONS", "/v1/jobs/batch").headers["allow"] == "POST"
+    assert call(server, "PUT", "/v1/users/me").headers["allow"] == "GET"
+
+
+@pytest.mark.parametrize("ids", ["0" * 20_000, "1,99999999999999999999"])
+def test_feedback_job_ids_past_the_database_are_refused(server: LiveServer, ids: str) -> None:
+    """``jobs=`` of 20,000 digits was a 500 (Python's int() refuses over 4,300 digits);
+    on PostgreSQL an id past BIGINT was one too."""
+    refused(call(server, "GET", f"/v1/feedback?jobs={ids}"), 400, "jobs", "below 2^63")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"max_time_seconds": 2**90}, "max_time_seconds"), ({"max_nodes": 2**40}, "max_nodes")],
+)
+def test_partition_limits_past_the_database_are_refused(
+    server: LiveServer, change: dict[str, int], field: str
+) -> None:
+    """PostgreSQL refused the write (BIGINT, INTEGER): a 500 ``internal_error``."""
+    refused(call(server, "PATCH", "/v1/partitions/debug", json=change), 400, field, "less than")
+
+
+def test_a_request_the_http_parser_refuses_gets_problem_json(server: LiveServer) -> None:
+    """A URL over 65,535 bytes (httptools cannot index it) got uvicorn's text/plain
+    "Invalid HTTP request received."; now HAL's problem+json saying what to do."""
+    target = "/v1/feedback?jobs=" + "1," * 40_000 + "1"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: h\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer[:300]
+    assert b"content-type: application/problem+json" in head.lower(), head
+    problem = json.loads(body)
+    assert problem["code"] == "invalid_request" and "65,535 bytes" in problem["detail"], problem
+
+
+def test_the_openapi_document_says_what_errors_look_like(server: LiveServer) -> None:
+    """Each operation documents HAL's 400 (not FastAPI's 422, which HAL never sends) and
+    its refusals as Problems; the event stream, job output and artifacts their own media
+    types (each was documented as JSON), a publish both its 201 and its 200: a client
+    generated from the document, and the fuzzing run, rely on it."""
+    doc = httpx.get(f"{server.url}/openapi.json", timeout=120).json()  # built at first ask
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    problem = {"$ref": "#/components/schemas/Problem"}
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            responses = operation["responses"]
+            assert "422" not in responses, (method, path)
+            if path.startswith("/v1/"):
+                for status in ("401", "403", "404", "409", "413", "429", "503"):
+                    media = responses[status]["content"]["application/problem+json"]
+                    assert media["schema"] == problem, (method, path, status)
+    assert doc["paths"]["/v1/jobs"]["post"]["responses"]["400"]["content"]
+    events = doc["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]
+    assert set(events) == {"text/event-stream"} and "itemSchema" in events["text/event-stream"]
+    output = doc["paths"]["/v1/jobs/{job_id}/output"]["get"]["responses"]["200"]["content"]
+    assert set(output) == {"text/plain"}
+    for path in ("/v1/artifacts/{name}/{version}/content", "/v1/agent/artifacts/{sha256}"):
+        content = doc["paths"][path]["get"]["responses"]["200"]["content"]
+        assert set(content) == {"application/octet-stream"}, path
+    # publishing a version again with the same content is a 200, a new one a 201
+    assert {"200", "201"} <= set(doc["paths"]["/v1/artifacts/{name}/{version}"]["put"]["responses"])

@@ -453,8 +453,10 @@ def test_the_server_adds_datalocality_to_the_default_profile_only_with_data(
     assert weights(HalConfig(data=heavy))["datalocality"] == 5.0
 
 
-def test_without_a_data_table_the_data_routes_answer_unavailable(tmp_path: Path) -> None:
-    """``hal data ...`` against a server with no [data]: 503, saying what to configure."""
+def test_without_a_data_table_the_data_routes_answer_not_configured(tmp_path: Path) -> None:
+    """``hal data ...`` against a server with no [data]: 404 ``not_configured``, saying
+    what to configure; not a 503, which tells a client to retry and a monitor that the
+    server is failing (the fuzzing run, tests/integration/server/fuzz, counts 5xx)."""
     from fastapi.testclient import TestClient
 
     from hal.api.server import HalServer
@@ -472,7 +474,8 @@ def test_without_a_data_table_the_data_routes_answer_unavailable(tmp_path: Path)
             client.get("/v1/data/locate/dir%2Fshard-1", headers=auth),  # keys may hold "/"
             client.post("/v1/data/stage", headers=auth, json={"keys": ["a"], "node": "n1"}),
         ):
-            assert r.status_code == 503 and "[data]" in r.json()["detail"], r.text
+            assert r.status_code == 404 and "[data]" in r.json()["detail"], r.text
+            assert r.json()["code"] == "not_configured", r.text
         paths = client.get("/openapi.json").json()["paths"]
         assert {"/v1/data/locate/{key}", "/v1/data/stage", "/v1/data/status"} <= set(paths)
     finally:

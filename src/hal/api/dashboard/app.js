@@ -64,10 +64,11 @@ async function api(path, asText) {
   const r = await fetch(path, { headers: { Authorization: `Bearer ${state.token}` } });
   if (r.status === 401) { showLogin("the token was refused; paste a valid one"); throw new Error("401"); }
   if (!r.ok) {
-    let detail = r.statusText;
-    try { detail = (await r.json()).detail || detail; } catch (e) { /* not JSON */ }
+    let detail = r.statusText, code = "";
+    try { const p = await r.json(); detail = p.detail || detail; code = p.code || ""; } catch (e) { /* not JSON */ }
     const err = new Error(detail);
-    err.status = r.status;  // 503/409: a plane this server does not run; the tab says so
+    err.status = r.status;
+    err.code = code;  // "not_configured": a plane this server does not run; the tab says so
     throw err;
   }
   return asText ? r.text() : r.json();
@@ -555,7 +556,7 @@ async function renderPrediction() {
   try {
     p = await api("/v1/predict/status");
   } catch (err) {
-    if (err.status !== 503) throw err;
+    if (err.code !== "not_configured") throw err;
     $("#prediction-off").hidden = false; $("#prediction-on").hidden = true;
     $("#prediction-off-reason").textContent = err.message;
     return;
@@ -936,7 +937,7 @@ async function renderData() {
   try {
     d = await api("/v1/data/status");
   } catch (err) {
-    if (err.status !== 503) throw err;
+    if (err.code !== "not_configured") throw err;
     $("#data-off").hidden = false; $("#data-on").hidden = true;
     $("#data-off-reason").textContent = `The server says: ${err.message}.`;
     return;
