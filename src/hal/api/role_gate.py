@@ -8,6 +8,8 @@ a write: its mirror is not loaded and its sessions may not write.
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -72,7 +74,11 @@ class RoleGate:
             detail = f"this HAL server is a standby; the leader is at {leader}"
             status = 307
             query = scope.get("query_string", b"").decode("latin-1")
-            path = scope.get("root_path", "") + scope["path"]
+            # the path as it came, percent-encoded: a decoded one may hold characters a
+            # header cannot carry
+            raw = scope.get("raw_path")
+            path = raw.decode("latin-1") if raw else quote(scope["path"], safe="/")
+            path = scope.get("root_path", "") + path
             headers["Location"] = leader.rstrip("/") + path + (f"?{query}" if query else "")
             headers[LEADER_HEADER] = leader
         body = {

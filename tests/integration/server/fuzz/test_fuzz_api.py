@@ -14,8 +14,10 @@ What is not fuzzed here, and why:
   (``include_in_schema=False``: Prometheus text, the dashboard's files, a redirect, the
   HTC workers' channel, each with its own tests).
 
-A ``Target`` is one server to fuzz: its store and role, and the phases CI runs there. A
-standby server of the same PostgreSQL database is one more entry in ``TARGETS``.
+A ``Target`` is one server to fuzz: its store and the phases CI runs there. A standby
+of the leader's PostgreSQL database is fuzzed too (its own test below): every request but
+``/healthz``, ``/v1/ha`` and ``/metrics`` must get its 307 to the leader (or a 503), never
+a server error, and nothing may reach the database through it.
 
 In CI, to stay near a minute on 2 cores, PostgreSQL (the production store) gets the
 coverage phase (the schema's boundary and invalid values of every parameter, each
@@ -41,7 +43,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hal.testing.live import LiveServer
+from hal.testing.live import LiveServer, free_port, wait_until
 
 HERE = Path(__file__).parent
 CONFIG = HERE / "schemathesis.toml"
@@ -100,9 +102,10 @@ def _schemathesis() -> str | None:
 
 
 def fuzz(
-    live: LiveServer, phases: str, examples: int, report: Path
+    live: LiveServer, phases: str, examples: int, report: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """The schemathesis CLI against ``live``, with its administrator's token."""
+    """The schemathesis CLI against ``live``, with its administrator's token (``extra``:
+    more of the CLI's options)."""
     exe = _schemathesis()
     if exe is None:
         pytest.skip("schemathesis is not installed (pip install -e '.[dev]')")
@@ -115,7 +118,7 @@ def fuzz(
     command = [exe, "--config-file", str(CONFIG), "run", f"{live.url}/openapi.json"]
     command += ["--header", f"Authorization: Bearer {live.token}", "--phases", phases]
     command += ["--max-examples", str(examples), "--seed", os.environ.get("HAL_FUZZ_SEED", "56")]
-    command += ["--report", "junit", "--report-junit-path", str(report)]
+    command += ["--report", "junit", "--report-junit-path", str(report), *extra]
     return subprocess.run(
         command, capture_output=True, text=True, env=env, timeout=540 + examples * 120, check=False
     )
@@ -140,3 +143,62 @@ def test_the_rest_api_answers_every_case_as_documented(
     auth = {"Authorization": f"Bearer {live.token}"}
     me = httpx.get(f"{live.url}/v1/users/me", headers=auth, timeout=30)
     assert me.status_code == 200, me.text
+
+
+def _standby(db_url: str, work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A second `hal server` on ``db_url``: it stands by while the leader holds it."""
+    port = free_port()
+    args = ["server", "--db", db_url, "--data-dir", str(work / "standby"), "--port", str(port)]
+    with (work / "standby.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hal.cli.main", *args], stdout=log, stderr=log
+        )
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.timeout(600)
+def test_a_standby_answers_every_case_without_a_server_error_or_a_write(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The leader's document, every request sent to the standby (redirects not
+    followed): no 5xx, and the leader's database has no job, user or partition change
+    afterwards."""
+    with _leader(tmp_path, pg_url) as live:
+        standby, url = _standby(pg_url, tmp_path)
+        try:
+
+            def standing_by() -> bool:
+                assert standby.poll() is None, (tmp_path / "standby.log").read_text()
+                try:
+                    return bool(httpx.get(f"{url}/v1/ha", timeout=2).json()["role"] == "standby")
+                except httpx.HTTPError:
+                    return False
+
+            wait_until(standing_by, 120, message="the second server to stand by")
+            auth = {"Authorization": f"Bearer {live.token}"}
+            before = [
+                httpx.get(f"{live.url}{path}", headers=auth, timeout=30).json()
+                for path in ("/v1/jobs", "/v1/users", "/v1/partitions")
+            ]
+            run = fuzz(
+                live,
+                "fuzzing",
+                EXAMPLES,
+                tmp_path / "junit.xml",
+                "--url",
+                url,
+                "--max-redirects",
+                "0",
+                "--checks",
+                "not_a_server_error",
+            )
+            assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
+            after = [
+                httpx.get(f"{live.url}{path}", headers=auth, timeout=30).json()
+                for path in ("/v1/jobs", "/v1/users", "/v1/partitions")
+            ]
+            assert after == before
+            assert standby.poll() is None
+        finally:
+            standby.kill()
+            standby.wait(10)
