@@ -64,7 +64,11 @@ def check(db_url: str, acknowledged: Iterable[int] = ()) -> dict[str, Any]:
     lost = sorted(set(acked) - jobs.keys())
     names = Counter(row[0] for row in jobs.values())
     twice_acked = [i for i, n in Counter(acked).items() if n > 1]
-    duplicated = sorted([i for i, row in jobs.items() if names[row[0]] > 1] + twice_acked)
+    firsts: dict[str, int] = {}
+    for job_id in sorted(jobs):
+        firsts.setdefault(jobs[job_id][0], job_id)
+    again = [i for i, row in jobs.items() if names[row[0]] > 1 and firsts[row[0]] != i]
+    duplicated = sorted(again + twice_acked)
     ran_twice: list[int] = []
     unaccounted: list[int] = []
     stranded: list[int] = []
