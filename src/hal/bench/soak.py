@@ -20,7 +20,8 @@ on an emulated node, ``sleep`` on the real one). The chaos, at fixed shares of t
 
 A server that exits on its own (fenced after the database went away) is started again
 too, and said so in ``chaos``. Submissions stop at 85 %; the rest of the run lets the
-queue drain. Then everything stops and ``hal.bench.soak_invariants`` reads the database.
+queue drain (``drained``: when it did) and the idle cluster run on. Then everything
+stops and ``hal.bench.soak_invariants`` reads the database.
 """
 
 from __future__ import annotations
@@ -275,6 +276,7 @@ def run_soak(
             )
             returns: list[tuple[float, int]] = []
             killed: set[int] = set()
+            drained = False
             while time.monotonic() - began < duration:
                 now = time.monotonic() - began
                 for i, server in enumerate(cluster.servers):
@@ -302,9 +304,9 @@ def run_soak(
                     else:
                         submitter.stop.set()
                         event("submissions_stopped", acknowledged=len(submitter.acked))
-                if submitter.stop.is_set() and _active(db) == 0 and not returns:
+                if submitter.stop.is_set() and not drained and _active(db) == 0:
+                    drained = True  # (the run goes on to its end: a soak lasts --minutes)
                     event("drained")
-                    break
                 time.sleep(0.5)
             submitter.stop.set()
             feeder.join(180)
