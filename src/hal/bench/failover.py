@@ -62,11 +62,14 @@ def _cmd(ns: Any) -> int:
 
 
 class _Server:
-    def __init__(self, db: str, work: Path) -> None:
-        self.port = free_port()
+    """One `hal server` process; ``port`` given: a restart of a server on its address
+    (``hal bench soak`` brings a killed server back, as systemd's ``Restart=always``)."""
+
+    def __init__(self, db: str, work: Path, *extra: str, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = work.with_suffix(".log")
-        args = ["server", "--db", db, "--data-dir", str(work), "--port", str(self.port)]
+        args = ["server", "--db", db, "--data-dir", str(work), "--port", str(self.port), *extra]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "hal.cli.main", *args], stdout=log, stderr=log

@@ -75,6 +75,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
         scale,
         sched_pass,
         sim,
+        soak,
         takeover,
     )
     from hal.bench import data as data_bench
@@ -93,6 +94,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     scale.add_commands(bsub)
     takeover.add_commands(bsub)
     failover.add_commands(bsub)
+    soak.add_commands(bsub)
     fragmentation.add_commands(bsub)
     harmonic.add_commands(bsub)
     harmonic_dissonance.add_commands(bsub)
