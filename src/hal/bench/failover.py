@@ -61,7 +61,7 @@ def _cmd(ns: Any) -> int:
     return emit(run_failover(ns.servers, ns.jobs, ns.batch, ns.kills, ns.db_admin), ns.json)
 
 
-class _Server:
+class ServerProcess:
     """One `hal server` process; ``port`` given: a restart of a server on its address
     (``hal bench soak`` brings a killed server back, as systemd's ``Restart=always``)."""
 
@@ -91,7 +91,7 @@ class _Server:
 class _Burst:
     """The client: batches sent to whichever server leads, each retried with its key."""
 
-    def __init__(self, servers: list[_Server], token: str, jobs: int, batch: int) -> None:
+    def __init__(self, servers: list[ServerProcess], token: str, jobs: int, batch: int) -> None:
         self.servers = servers
         self.headers = {"Authorization": f"Bearer {token}"}
         self.jobs, self.batch = jobs, batch
@@ -150,7 +150,7 @@ def run_failover(servers: int, jobs: int, batch: int, kills: int, db_admin: str)
         token = ensure_user(store, "bench", admin=True, now=time.time())
         store.close()
         assert token is not None  # (a fresh database)
-        procs = [_Server(db, Path(d) / f"s{i}") for i in range(servers)]
+        procs = [ServerProcess(db, Path(d) / f"s{i}") for i in range(servers)]
         try:
             wait_until(
                 lambda: (

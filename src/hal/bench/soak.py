@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hal.bench.failover import _Server
+from hal.bench.failover import ServerProcess
 from hal.bench.replay_cost import cpu_model
 from hal.bench.scale import PG_ADMIN, _database, _tokens
 from hal.bench.soak_invariants import check
@@ -171,9 +171,9 @@ class _Cluster:
         self.emulators: list[subprocess.Popen[bytes] | None] = [None] * emulators
         self.agent: subprocess.Popen[bytes] | None = None
 
-    def _server(self, i: int, port: int | None = None) -> _Server:
+    def _server(self, i: int, port: int | None = None) -> ServerProcess:
         extra = ("--config", str(self.config))
-        return _Server(self.db, self.work / f"s{i}", *extra, port=port)
+        return ServerProcess(self.db, self.work / f"s{i}", *extra, port=port)
 
     def restart_server(self, i: int) -> None:
         self.servers[i] = self._server(i, self.servers[i].port)

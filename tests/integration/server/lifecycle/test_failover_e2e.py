@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from hal.bench.failover import _Server
+from hal.bench.failover import ServerProcess
 from hal.bench.soak_invariants import check
 from hal.client import HalClient
 from hal.server.users import ensure_user
@@ -39,7 +39,7 @@ SHORT = 10  # jobs that run (and end) on the agent while the servers are killed
 
 
 @pytest.fixture
-def cluster(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[_Server], list[str]]]:
+def cluster(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[ServerProcess], list[str]]]:
     """Three servers on ``pg_url`` with one leader settled, and the tokens (admin,
     agent); everything is stopped at the end."""
     store = SqlStateStore(pg_url)
@@ -49,7 +49,7 @@ def cluster(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[_Server], list[s
     finally:
         store.close()
     assert admin and agent
-    servers = [_Server(pg_url, tmp_path / f"s{i}") for i in range(3)]
+    servers = [ServerProcess(pg_url, tmp_path / f"s{i}") for i in range(3)]
     try:
         wait_until(
             lambda: sorted(str(s.role()) for s in servers) == ["leader", "standby", "standby"],
@@ -63,13 +63,13 @@ def cluster(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[_Server], list[s
             stop_process(server.proc)
 
 
-def _leader(servers: list[_Server]) -> _Server:
+def _leader(servers: list[ServerProcess]) -> ServerProcess:
     live = [s for s in servers if s.proc.poll() is None and s.role() == "leader"]
     assert len(live) == 1
     return live[0]
 
 
-def _kill_leader(servers: list[_Server]) -> float:
+def _kill_leader(servers: list[ServerProcess]) -> float:
     old = _leader(servers)
     t = time.monotonic()
     os.kill(old.proc.pid, signal.SIGKILL)
@@ -87,7 +87,7 @@ def test_a_burst_through_two_leader_kills_loses_nothing_and_runs_nothing_twice(
     pg_url: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    cluster: tuple[list[_Server], list[str]],
+    cluster: tuple[list[ServerProcess], list[str]],
 ) -> None:
     servers, (admin, agent_token) = cluster
     urls = [s.url for s in servers]
