@@ -162,13 +162,18 @@ class HttpAgentChannel:
         from here). The server writes the content into the tree's root first, so the
         answer may take as long as reading it from the database."""
         path = f"/v1/agent/artifacts/{sha256}/route"
+        server = self.servers.current
         timeout = httpx.Timeout(ROUTE_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
         try:
-            response = await self._http.get(path, params={"node": node}, timeout=timeout)
+            response = await self._http.get(server + path, params={"node": node}, timeout=timeout)
         except httpx.HTTPError as err:
+            self.servers.passed(server)
             raise ChannelUnavailable(
-                f"cannot read {self.server_url}{path}: {err.__class__.__name__}: {err}"
+                f"cannot read {server}{path}: {err.__class__.__name__}: {err}"
             ) from err
+        if not_leading(response.status_code, response.headers):
+            self.servers.passed(server)
+            raise ChannelUnavailable(f"{server}{path}: a standby: {_detail(response)}")
         if response.status_code == 404:
             raise ArtifactMissing(f"the server has no such artifact: {_detail(response)}")
         if response.status_code in (401, 403):

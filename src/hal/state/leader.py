@@ -33,6 +33,7 @@ from sqlalchemy.exc import DBAPIError
 from hal.core.errors import Conflict, Unavailable
 from hal.state.server_lock import ADVISORY_KEY, ServerLock
 from hal.state.store import SqlStateStore
+from hal.state.store_protocol import DatabaseUnavailable
 
 log = logging.getLogger("hal.server")
 
@@ -239,5 +240,7 @@ class LeaseKeeper:
                 f"{self.epoch}); this server stops leading and writes nothing more"
             )
             raise Fenced(self.fenced)
-        if not held:
-            raise Fenced("this server's database lock session has ended; it is being taken again")
+        if not held:  # (an outage ended it): a 503 clients retry, as for the outage itself
+            raise DatabaseUnavailable(
+                "this server's lock session on it ended and is being taken again"
+            )

@@ -168,7 +168,7 @@ def test_user_data_starts_the_agent(
     ]
     args = build_parser(argv).parse_args(argv)
     assert (args.server, args.name, args.cpus, args.memory) == (
-        launch.server_url,
+        [launch.server_url],
         "burst3",
         4,
         "16384M",
