@@ -4,11 +4,14 @@ and its JSON carries the figures docs/benchmarks.md quotes."""
 
 from __future__ import annotations
 
+import pytest
+
 from hal.bench.artifacts import run_artifacts_bench, size_of
 
 MIB = 1024 * 1024
 
 
+@pytest.mark.slow  # a bench's every phase: CI runs it
 def test_the_fanout_reads_the_root_once_and_reports_where_the_time_went() -> None:
     fanout = run_artifacts_bench(nodes=2, size=20 * MIB)["fanout"]
     assert fanout["nodes"] == 2 and fanout["artifact_bytes"] == 20 * MIB

@@ -56,6 +56,7 @@ def test_fixed_allocations_run_as_the_trace_and_the_loop_resizes_within_ranges()
     assert moved  # the malleable jobs ran otherwise than at their fixed size
 
 
+@pytest.mark.slow  # three minutes of simulation: CI runs it
 def test_the_bench_json_carries_the_malleable_figures() -> None:
     result = run_bench(False, (), seed=1, pass_repeats=0, malleable=[TINY])
     json.dumps(result)

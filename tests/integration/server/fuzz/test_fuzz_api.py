@@ -45,6 +45,9 @@ import pytest
 
 from hal.testing.live import LiveServer, free_port, wait_until
 
+# minutes of requests on 2 cores: CI runs them (CI=true), `make test` with HAL_SLOW=1
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).parent
 CONFIG = HERE / "schemathesis.toml"
 HOOKS = HERE / "fuzz_hooks.py"
