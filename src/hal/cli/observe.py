@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from hal.client.config import load_client_config
-from hal.client.sync import error_from_response
+from hal.client.problems import error_from_response
 from hal.core.errors import Unavailable
 
 

@@ -121,7 +121,7 @@ def _away(client: HalClient, err: httpx.HTTPError) -> Unavailable:
 
 
 def _check(response: httpx.Response, body: bytes) -> None:
-    from hal.client.sync import error_from_response
+    from hal.client.problems import error_from_response
 
     if response.status_code >= 400:
         headers = dict(response.headers)

@@ -34,8 +34,9 @@ import httpx
 from pydantic import ValidationError
 
 from hal.client.config import ClientConfig, load_client_config
+from hal.client.problems import error_from_response
 from hal.client.servers import FAILOVER_CONNECT_SECONDS, LeaderChoice, failover_timeout
-from hal.client.sync import error_from_response, segment
+from hal.client.sync import segment
 from hal.core.errors import InvalidRequest, Unavailable
 from hal.htc.client_session import Session, pack_common
 from hal.htc.rest import ServiceSpec, SessionInfo, SessionList, SessionOptions, SessionTicket
