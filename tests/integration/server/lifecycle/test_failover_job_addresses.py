@@ -108,7 +108,7 @@ def test_a_jobs_own_commands_follow_the_leader_after_a_takeover(
             message="the agent to register",
         )
         job_id = client.submit(job).job_id
-        wait_until((work / "url.txt").exists, timeout=60, message="the job to run")
+        wait_until((work / "url.txt").exists, timeout=120, message="the job to run")
         assert (work / "url.txt").read_text().strip() == f"{leader},{standby}"
 
         os.kill(servers[0].proc.pid, signal.SIGKILL)
