@@ -1,5 +1,6 @@
 """A job submitted without a ``HAL_URL`` of its own, on an agent given both servers of a
-failover pair (one PostgreSQL): its environment lists both, the leader first, so
+failover pair (one PostgreSQL): its environment lists both, the leader first (then the
+leader's ``--advertise-url``, a name the agent does not use), so
 ``hal feedback`` and ``srun`` from inside it reach the new leader after the old one is
 killed (kill -9) while the job runs. Before, the job had the leader's address alone and
 its commands failed with the leader."""
@@ -22,7 +23,7 @@ from hal.client import HalClient
 from hal.server.feedback import KEY_FILE
 from hal.server.users import ensure_user
 from hal.state.store import SqlStateStore
-from hal.testing.live import stop_process, wait_until
+from hal.testing.live import free_port, stop_process, wait_until
 from hal.wire.submit import JobSubmit
 
 pytestmark = pytest.mark.live  # starts `hal server` and `hal agent` processes
@@ -45,7 +46,10 @@ def pair(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[ServerProcess], str
     for name in ("s0", "s1"):
         (tmp_path / name).mkdir()
         (tmp_path / name / KEY_FILE).write_text(key)
-    servers = [ServerProcess(pg_url, tmp_path / "s0")]
+    # s0 advertises another name for itself than its agents use: the job lists it too
+    port = free_port()
+    advertised = ("--advertise-url", f"http://localhost:{port}")
+    servers = [ServerProcess(pg_url, tmp_path / "s0", *advertised, port=port)]
     wait_until(lambda: servers[0].role() == "leader", timeout=60, message="s0 to lead")
     servers.append(ServerProcess(pg_url, tmp_path / "s1"))
     try:
@@ -109,7 +113,8 @@ def test_a_jobs_own_commands_follow_the_leader_after_a_takeover(
         )
         job_id = client.submit(job).job_id
         wait_until((work / "url.txt").exists, timeout=120, message="the job to run")
-        assert (work / "url.txt").read_text().strip() == f"{leader},{standby}"
+        own = leader.replace("127.0.0.1", "localhost")  # s0's --advertise-url
+        assert (work / "url.txt").read_text().strip() == f"{leader},{standby},{own}"
 
         os.kill(servers[0].proc.pid, signal.SIGKILL)
         servers[0].proc.wait(10)
