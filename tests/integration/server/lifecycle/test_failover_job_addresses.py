@@ -1,9 +1,9 @@
 """A job submitted without a ``HAL_URL`` of its own, on an agent given both servers of a
 failover pair (one PostgreSQL): its environment lists both, the leader first (then the
-leader's ``--advertise-url``, a name the agent does not use), so
-``hal feedback`` and ``srun`` from inside it reach the new leader after the old one is
-killed (kill -9) while the job runs. Before, the job had the leader's address alone and
-its commands failed with the leader."""
+leader's ``--advertise-url``, a name the agent does not use), so ``hal feedback`` and
+``srun`` from inside it reach the new leader after the old one is killed (kill -9) while
+the job runs; a job launched afterwards lists the new leader first. Before, a job had
+the leader's address alone and its commands failed with the leader."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,11 @@ def test_a_jobs_own_commands_follow_the_leader_after_a_takeover(
         )
         found = {m.name: m.latest for m in client.job_feedback(job_id).metrics}
         assert found == {"loss": 0.25}
+        # a job launched by the new leader lists it first
+        later = replace(job, script='#!/bin/sh\necho "$HAL_URL" > later.txt\n', name="later")
+        client.submit(later)
+        wait_until((work / "later.txt").exists, timeout=120, message="the later job to run")
+        assert (work / "later.txt").read_text().split()[0].split(",")[:2] == [standby, leader]
         acct = subprocess.run(
             [PY, "-m", "hal.cli.main", "sacct", "-j", str(job_id), "-n", "-P", "-o", "JobID,State"],
             env={**env, "HAL_URL": f"{leader},{standby}", "HAL_TOKEN": admin},
