@@ -86,7 +86,9 @@ def test_a_journaled_session_is_reattached_through_the_new_leader(
                 timeout=60,
                 message="the agent to register",
             )
-            s = hc.open_session(AFTER_FILE, max_workers=2, journal=True)
+            s = hc.open_session(
+                AFTER_FILE, max_workers=2, journal=True, worker_output=str(tmp_path / "w-%j.out")
+            )
             futures = s.submit_many(calls)
             assert [f.result(180) for f in futures[:20]] == list(range(20))
 

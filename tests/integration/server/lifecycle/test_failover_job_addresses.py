@@ -89,7 +89,7 @@ def test_a_jobs_own_commands_follow_the_leader_after_a_takeover(
     script = (
         "#!/bin/sh\n"
         'echo "$HAL_URL" > url.txt\n'
-        "while [ ! -e go ]; do sleep 0.1; done\n"
+        "i=0; while [ ! -e go ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done\n"
         f"{hal} feedback loss=0.25 > feedback.out 2>&1; echo $? > feedback.rc\n"
         f"{hal} srun -n1 echo step-ran > step.out 2>&1; echo $? > step.rc\n"
     )
@@ -154,5 +154,6 @@ def test_a_jobs_own_commands_follow_the_leader_after_a_takeover(
         assert acct.returncode == 0, acct.stderr
         assert f"{job_id}.0|COMPLETED" in acct.stdout.split(), acct.stdout
     finally:
+        (work / "go").touch()  # (a job left waiting ends: agents leave their jobs running)
         client.close()
         stop_process(agent)
