@@ -8,6 +8,12 @@ for a multi-node job) — with one exception: the GPU variables. The GPU ids are
 the server *to this node*, so a ``CUDA_VISIBLE_DEVICES`` inherited from the submitter's
 shell would point the job at somebody else's GPUs; the allocation always wins.
 
+``HAL_URL`` is where the job's own commands (``hal feedback``, ``srun``, ``sbatch``) reach
+the control plane: the submitter's, exported with the job, else the server's own address
+(``Launch.hal_url_default``), which the agent replaces by every server address it was
+given, the leader first (``with_server_addresses``): after a takeover the job's commands
+find the new leader as the agent does (docs/admin/failover.md).
+
 ``SLURM_TASK_PID`` is the batch shell's own pid, so the job process adds it itself just
 before exec (see ``supervisor``). ``HAL_JOB_MARKER`` names the job to the agent running
 it (agent, job, attempt: unique on the host); it finds the job's processes by it if the
@@ -16,13 +22,29 @@ step supervisor dies (``remains``), so the job's own value always wins.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import hostlist
 
+from hal.client.servers import server_urls
 from hal.core.resources import MiB
 from hal.slurm.job_variables import DEFAULT_PATH
 from hal.wire.agent import Launch
 
 MARKER = "HAL_JOB_MARKER"
+
+
+def with_server_addresses(launch: Launch, servers: Sequence[str]) -> Launch:
+    """``launch`` with every address of ``servers`` (the agent's, the leader first) in
+    its ``HAL_URL``, where that is the server's own address rather than the submitter's
+    (``hal_url_default``), followed by that address where the agent knows it by no
+    other; ``launch`` itself otherwise. An agent given one address leaves the server's
+    own (it has no other to follow, and a site of one server keeps one address)."""
+    if not launch.hal_url_default or len(servers) < 2:
+        return launch
+    urls = server_urls([*servers, launch.environment.get("HAL_URL", "")])
+    environment = {**launch.environment, "HAL_URL": ",".join(urls)}
+    return launch.model_copy(update={"environment": environment, "hal_url_default": False})
 
 
 def job_marker(agent: str, job_id: int, attempt: int) -> str:

@@ -59,6 +59,7 @@ from hal.agent.channel import (
 from hal.agent.config import AgentConfig, host_cpus, host_memory_bytes
 from hal.agent.containers import Containers
 from hal.agent.cpus import cpu_pool, fence_choice
+from hal.agent.environment import with_server_addresses
 from hal.agent.events import (
     CancelRequested,
     Command,
@@ -105,6 +106,7 @@ from hal.agent.store import JobStore
 from hal.agent.traffic import TrafficSampler
 from hal.agent.usage import UsageSampler
 from hal.client.config import load_client_config
+from hal.client.servers import server_urls
 from hal.core.clock import Clock
 from hal.host.clock import SystemClock
 from hal.observe.listener import start_metrics_server
@@ -594,8 +596,9 @@ class AgentShell:
         self._feed(ReportsAcked(reply.acked_seq, now))
         for instruction in self._instructions.fresh(reply):
             if isinstance(instruction, Launch):
-                self._feed(LaunchRequested(instruction, now))
-                self.scraper.launched(instruction)
+                launch = with_server_addresses(instruction, self._servers())
+                self._feed(LaunchRequested(launch, now))
+                self.scraper.launched(launch)
             elif isinstance(instruction, Cancel):
                 self._feed(CancelRequested(instruction, now))
             elif isinstance(instruction, Limit):
@@ -665,6 +668,13 @@ class AgentShell:
         """A report or step news waits: the flush loop sends a sync soon."""
         if self._reports_ready is not None:
             self._reports_ready.set()
+
+    def _servers(self) -> list[str]:
+        """The server addresses this agent was given, the one leading first (as far as
+        its channel knows): a job's ``HAL_URL`` where the submitter set none."""
+        if isinstance(self.channel, HttpAgentChannel):
+            return self.channel.servers.order()
+        return list(server_urls(self.config.server_url))
 
     def _live_jobs(self) -> set[int]:
         return {*self.machine.jobs, *(s.job_id for s in self.machine.steps.running())}

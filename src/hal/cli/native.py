@@ -91,7 +91,14 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_user_list)
 
     p = cmd("login", "store a token for a server URL", cmd_login)
-    p.add_argument("--server", default=None)
+    p.add_argument(
+        "--server",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="the server (default HAL_URL); repeat it (or give a comma list) for a leader "
+        "and its standbys: the token is stored for each",
+    )
     p.add_argument("--token", required=True)
 
     p = cmd("events", "follow the job/node event stream", cmd_events)
@@ -274,7 +281,9 @@ def cmd_login(ns: argparse.Namespace) -> int:
     if not token:
         # an empty token would check the stored one instead, then overwrite it with ""
         raise InvalidRequest("--token is empty; give the token `hal user add` printed")
-    url = (ns.server or default_server_url()).rstrip("/")
+    from hal.client.servers import server_urls
+
+    url = ",".join(server_urls(ns.server)) if ns.server else default_server_url()
     with HalClient(url, token) as hal:
         me = hal.whoami()
     path = store_token(url, me.name, token)

@@ -322,7 +322,9 @@ class ControlPlane:
         await self.observe.start()
         await self.traffic.start()
         await self.dissonance.start()
-        self.cluster.url = self.url  # the jobs' HAL_URL, where they report feedback
+        # the jobs' HAL_URL, where they report feedback: where clients reach this server
+        # (``--advertise-url``), else where it listens
+        self.cluster.url = self.leadership.url or self.url
         self.mail.seed(self.cluster.jobs.values())
         if self.data is not None:
             await self.data.start()
@@ -348,7 +350,11 @@ class ControlPlane:
         gives ``[cloud]`` its first group."""
         assert self.data_dir is not None  # (``cloud_providers`` refused [cloud] without)
         self.cloud = await asyncio.to_thread(
-            cloud_service, self.cluster, self.cloud_providers, self.data_dir, self.url
+            cloud_service,
+            self.cluster,
+            self.cloud_providers,
+            self.data_dir,
+            self.leadership.url or self.url,  # (``--advertise-url``: where agents reach it)
         )
         self.cloud.forget_token = lambda: self.ctx.tokens.forget_user(CLOUD_AGENT)
         self.cloud.estimate = self._planned_run_time

@@ -148,7 +148,7 @@ def send_launch(cluster: Cluster, job: Job) -> None:
     het = job.spec.het
     components = cluster.het_components(het.job_id) if het is not None else []
     launch = build_launch(job, cluster.config.cluster_name, components)
-    feedback_environment(cluster, job, launch.environment)
+    launch.hal_url_default = feedback_environment(cluster, job, launch.environment)
     session.unconfirmed[job.id] = (launch, cluster.clock.now())
     session.push(launch)
     ahead = launch.artifacts or launch.python_env or launch.container
@@ -695,10 +695,13 @@ async def forget_node(cluster: Cluster, name: str, reason: str) -> bool:
     return True
 
 
-def feedback_environment(cluster: Cluster, job: Job, env: dict[str, str]) -> None:
+def feedback_environment(cluster: Cluster, job: Job, env: dict[str, str]) -> bool:
     """The job's feedback token (docs/feedback.md), good for this run only, and where to
-    send it: the server's URL where the submitter exported none."""
+    send it: the server's URL where the submitter exported none. True when that URL was
+    put there (``Launch.hal_url_default``: the agent lists every server instead)."""
     if cluster.feedback_key is not None:
         env[ENV_TOKEN] = job_token(cluster.feedback_key, job.id, job.restarts)
-    if cluster.url:
-        env.setdefault("HAL_URL", cluster.url)
+    if cluster.url and not env.get("HAL_URL"):
+        env["HAL_URL"] = cluster.url
+        return True
+    return False

@@ -370,6 +370,11 @@ class Launch(WireModel):
     # --feedback-metrics: "URL[#name,...]" the agent scrapes and reports as the job's
     # feedback (hal.agent.scrape); "": none
     feedback_metrics: str = ""
+    # the environment's HAL_URL is the server's own address, put there because the
+    # submitter exported none: the agent puts every server address it was given there
+    # instead, the leader first (``hal.agent.environment.with_server_addresses``), so the
+    # job's own commands follow the leader too. (An agent before it keeps the one.)
+    hal_url_default: bool = False
 
 
 class Signal(WireModel):

@@ -1,0 +1,121 @@
+"""A journaled HTC session outlives a takeover: two `hal server` processes on one
+PostgreSQL with one journal directory (``HAL_HTC_JOURNAL_DIR``, shared storage at a
+site), an agent given both. The leader, and with it its broker, is killed (kill -9)
+while the session's tasks wait; a client given both addresses reattaches through the
+new leader, whose broker reopens the session from its journal and runs what was left on
+new worker jobs. Every task is counted once and every outcome reaches a client."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.bench.failover import ServerProcess
+from hal.client import HalClient
+from hal.htc import HtcClient
+from hal.server.users import ensure_user
+from hal.state.store import SqlStateStore
+from hal.testing.live import stop_process, wait_until
+
+pytestmark = pytest.mark.live  # starts `hal server` and `hal agent` processes
+
+AFTER_FILE = "hal.htc.examples:after_file"
+
+
+@pytest.fixture
+def pair(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[list[ServerProcess], str, str]]:
+    """Two servers on ``pg_url`` with one journal directory, the leader first; the
+    admin's and the agents' tokens."""
+    store = SqlStateStore(pg_url)
+    try:
+        admin = ensure_user(store, "alice", admin=True, now=time.time())
+        agent = ensure_user(store, "agents", admin=False, now=time.time(), agent=True)
+    finally:
+        store.close()
+    assert admin and agent
+    monkeypatch.setenv("HAL_HTC_JOURNAL_DIR", str(tmp_path / "journals"))
+    monkeypatch.setenv("HAL_FAILOVER_TIMEOUT", "60")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    servers = [ServerProcess(pg_url, tmp_path / "s0")]
+    wait_until(lambda: servers[0].role() == "leader", timeout=60, message="s0 to lead")
+    servers.append(ServerProcess(pg_url, tmp_path / "s1"))
+    try:
+        wait_until(lambda: servers[1].role() == "standby", timeout=60, message="s1 to stand by")
+        yield servers, admin, agent
+    finally:
+        for server in servers:
+            stop_process(server.proc)
+
+
+@pytest.mark.timeout(600)  # worker jobs start slowly on a loaded machine
+def test_a_journaled_session_is_reattached_through_the_new_leader(
+    pair: tuple[list[ServerProcess], str, str], tmp_path: Path
+) -> None:
+    servers, admin, agent_token = pair
+    both = ",".join(s.url for s in servers)
+    with open(tmp_path / "agent.log", "ab") as log:
+        agent = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "hal.cli.main", "agent"),
+                *(a for s in servers for a in ("--server", s.url)),
+                *("--name", "node1", "--cpus", "2", "--memory", "2G"),
+                *("--state-dir", str(tmp_path / "agent"), "--unknown-users-as-agent"),
+            ],
+            env={**os.environ, "HAL_URL": both, "HAL_TOKEN": agent_token},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    gate, open_gate = tmp_path / f"gate-{secrets.token_hex(4)}", tmp_path / "open"
+    open_gate.touch()
+    calls = [(str(open_gate), x) for x in range(20)] + [(str(gate), x) for x in range(20, 100)]
+    try:
+        with HtcClient(both, admin) as hc, HalClient(both, admin) as client:
+            wait_until(
+                lambda: any(n.name == "node1" and n.state == "UP" for n in client.nodes()),
+                timeout=60,
+                message="the agent to register",
+            )
+            s = hc.open_session(
+                AFTER_FILE, max_workers=2, journal=True, worker_output=str(tmp_path / "w-%j.out")
+            )
+            # the gated tasks go in once the others are back: a worker runs its batch in
+            # order, so an open task behind a gated one would wait for the gate too
+            futures = s.submit_many(calls[:20])
+            assert [f.result(180) for f in futures] == list(range(20))
+            futures += s.submit_many(calls[20:])
+            wait_until(
+                lambda: hc.session(s.id).submitted == 100,
+                timeout=30,
+                message="the broker to accept (and journal) every task",
+            )
+
+            os.kill(servers[0].proc.pid, signal.SIGKILL)
+            servers[0].proc.wait(10)
+            wait_until(lambda: s.ended is not None, timeout=15, message="the broker to go")
+            assert not any(f.done() and f.exception() is None for f in futures[20:])
+            s.disconnect()
+            wait_until(lambda: servers[1].role() == "leader", timeout=30, message="s1 to lead")
+            gate.touch()
+
+            again = hc.attach(s.id)  # through the new leader, which starts its broker
+            after = {r.task_id: r.value for r in again.results(timeout=180)}
+            assert set(after) >= {f.task_id for f in futures[20:]}
+            by_id = {f.task_id: x for x, f in enumerate(futures)}
+            assert all(after[t] == by_id[t] for t in after)
+            assert again.close(30) == "DONE"
+            info = hc.session(s.id)
+            assert (info.submitted, info.completed, info.failed) == (100, 100, 0)
+    finally:
+        gate.touch()  # (a worker left waiting on it ends: agents leave their jobs running)
+        stop_process(agent)
