@@ -78,6 +78,23 @@ def _uses_postgres(item: pytest.Item) -> bool:
     return any(isinstance(v, str) and v in POSTGRES_PARAMS for v in params)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """HAL's bytecode is written before the tests start, once (by xdist's controller, or
+    the only process): the live tests start a thousand and more ``hal`` processes (agents,
+    commands), and where ``PYTHONDONTWRITEBYTECODE`` is set (some CI images, containers)
+    each of them compiled HAL's modules anew, a quarter of a second of CPU apiece. Python
+    reads the files whatever that variable says; they go where Python puts them itself
+    (``__pycache__``, or ``PYTHONPYCACHEPREFIX``)."""
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller did it
+        return
+    import compileall
+    from pathlib import Path
+
+    import hal
+
+    compileall.compile_dir(Path(hal.__file__).parent, quiet=2)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     seen: dict[int, bool] = {}
     skip = pytest.mark.skip(reason="slow test: runs in CI (CI=true) or with HAL_SLOW=1")
