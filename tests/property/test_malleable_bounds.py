@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hal.core.malleable import Candidate, Policy, plan_resizes
+from hal.testing.examples import examples
 
 NOW = 100_000.0
 POLICY = Policy(min_gain=0.1, min_interval_s=600.0)
@@ -35,7 +36,7 @@ def candidates(draw: st.DrawFn) -> list[Candidate]:
     return jobs
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(jobs=candidates(), free=st.integers(0, 2000))
 def test_resizes_stay_in_range_quota_and_budget(jobs: list[Candidate], free: int) -> None:
     plan = plan_resizes(jobs, free, NOW, POLICY)

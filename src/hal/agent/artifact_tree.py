@@ -21,12 +21,12 @@ import hashlib
 import itertools
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
-
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from hal.wire.artifacts import ArtifactRoute, TreePiece
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
 
 WINDOW = 4  # pieces read at once (each up to 16 MiB): the leaf pulls them concurrently
 TIMEOUT_S = 60.0  # one read at the leaf, a miss pulled through the tree included
@@ -62,6 +62,11 @@ async def read_through(
     route: ArtifactRoute, write: Callable[[bytes], object], counts: TreeCounts
 ) -> None:
     """Hand ``route``'s pieces, read at its leaf cache and checked, to ``write``."""
+    # redis is imported here, by the first job whose artifact has a route: importing it
+    # costs every agent's start a few hundred ms of CPU, and most agents never read a tree
+    import redis.asyncio as aioredis
+    from redis.exceptions import RedisError
+
     host, _, port = route.cache.rpartition(":")
     leaf = aioredis.Redis(
         host=host.strip("[]"),

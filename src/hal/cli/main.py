@@ -37,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     # pydantic scans every installed distribution for plugins at import (~20 ms); the CLI
     # uses none, and a short-lived command should not pay for that scan.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # ``import httpx`` tries to import httpx's own command line (``httpx._main``: click,
+    # rich and pygments, where installed; about 0.1 s of CPU); httpx falls back to a stub
+    # when that import fails, which a ``None`` in ``sys.modules`` makes it do. The agent
+    # and every command that talks to the server import httpx; none runs httpx's CLI.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "prio":  # `hal prio`: sprio under its short name
         args[0] = "sprio"

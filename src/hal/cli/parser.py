@@ -3,34 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from hal import __version__
-from hal.cli import (
-    artifacts,
-    bench,
-    cache,
-    certs,
-    cloud,
-    data,
-    emulate,
-    explain,
-    feedback,
-    harmonic,
-    htc,
-    local,
-    native,
-    observe,
-    predict,
-    sim,
-    topology,
-)
 from hal.compat.names import SLURM_COMMANDS
 
 CACHE_PLANE_HELP = (
     "also serve the cache control plane (docs/admin/cache.md) under /cache: cache nodes use "
     "--control-plane-events-url http://HOST:PORT/cache/v1/events"
 )
+
+
+# Which of hal.cli's modules registers each native command (``add_commands``), in the
+# order ``hal --help`` lists them; tests/unit/cli/test_parser.py checks it against what the
+# modules register. `hal NAME` imports NAME's module only: importing all of them took
+# half a second of CPU, paid by every `hal agent` and every native command.
+COMMAND_MODULES: dict[str, str] = {
+    "emulate": "emulate",
+    **dict.fromkeys(
+        ("submit", "queue", "show", "cancel", "nodes", "partitions", "acct", "drain"), "native"
+    ),
+    **dict.fromkeys(("resume", "user", "login", "events", "compat"), "native"),
+    "explain": "explain",
+    "bench": "bench",
+    "cache": "cache",
+    "sim": "sim",
+    "predict": "predict",
+    "cloud": "cloud",
+    "artifact": "artifacts",
+    "logs": "observe",
+    "alerts": "observe",
+    "htc": "htc",
+    "topology": "topology",
+    "data": "data",
+    "harmonic": "harmonic",
+    "feedback": "feedback",
+    "certs": "certs",
+}
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"hal.cli.{name}")
 
 
 CONFIG_HELP = "the cluster's configuration file (default: hal.toml in --data-dir, if any)"
@@ -48,25 +63,19 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hal {__version__}")
     sub = p.add_subparsers(metavar="COMMAND")
 
-    _add_up(sub)
-    _add_server(sub)
-    _add_agent(sub)
-    emulate.add_commands(sub)
-    native.add_commands(sub)
-    explain.add_commands(sub)
-    bench.add_commands(sub, with_modules=not argv or argv[0] == "bench")
-    cache.add_commands(sub)
-    sim.add_commands(sub)
-    predict.add_commands(sub)
-    cloud.add_commands(sub)
-    artifacts.add_commands(sub)
-    observe.add_commands(sub)
-    htc.add_commands(sub)
-    topology.add_commands(sub)
-    data.add_commands(sub)
-    harmonic.add_commands(sub)
-    feedback.add_commands(sub)
-    certs.add_commands(sub)
+    own = {"up": _add_up, "server": _add_server, "agent": _add_agent}
+    named = argv[0] if argv else ""
+    if named in own or named in COMMAND_MODULES:  # `hal NAME`: NAME's module alone
+        groups = [named if named in own else COMMAND_MODULES[named]]
+    else:  # `hal`, `hal --help`, a misspelt command: all of them, listed in this order
+        groups = [*own, *dict.fromkeys(COMMAND_MODULES.values())]
+    for group in groups:
+        if group in own:
+            own[group](sub)
+        elif group == "bench":
+            _module("bench").add_commands(sub, with_modules=not argv or argv[0] == "bench")
+        else:
+            _module(group).add_commands(sub)
     return p
 
 
@@ -96,6 +105,8 @@ def _add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     up.add_argument("--config", default=None, help=CONFIG_HELP)
     up.add_argument("--cache-control-plane", action="store_true", help=CACHE_PLANE_HELP)
+    from hal.cli import local, observe
+
     up.set_defaults(func=local.cmd_up)
     observe.add_logging_options(up, console=True)
 
@@ -153,6 +164,8 @@ def _add_server(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="where clients and agents reach this server once it leads, as standbys send "
         "them (default: the URL it listens on, by this host's name)",
     )
+    from hal.cli import local, observe
+
     srv.set_defaults(func=local.cmd_server)
     observe.add_logging_options(srv)
 
@@ -203,6 +216,8 @@ def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "TLS: `hal certs issue NODE --client`; default HAL_TLS_CERT)",
     )
     ag.add_argument("--tls-key", default=None, metavar="FILE", help="its key (default HAL_TLS_KEY)")
+    from hal.cli import cache
+
     cache.add_metrics_security(ag)
     ag.add_argument("--name", default=None, help="node name (default: short hostname)")
     ag.add_argument("--cpus", type=_at_least(1), default=None)
@@ -326,6 +341,8 @@ def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="run the jobs of users without a Unix account on the control plane's host as "
         "this agent's user (a root agent refuses them otherwise: they would run as root)",
     )
+    from hal.cli import local
+
     ag.set_defaults(func=local.cmd_agent)
 
 

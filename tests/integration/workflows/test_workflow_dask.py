@@ -12,6 +12,7 @@ reach the submitting host.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,11 +20,10 @@ import pytest
 
 from hal.testing.live import LiveServer, wait_until
 
-pytest.importorskip(
-    "dask_jobqueue", reason="dask-jobqueue is not installed (pip install '.[workflows]')"
-)
-from dask.distributed import Client
-from dask_jobqueue import SLURMCluster
+if importlib.util.find_spec("dask_jobqueue") is None:
+    pytest.skip(
+        "dask-jobqueue is not installed (pip install '.[workflows]')", allow_module_level=True
+    )
 
 
 def hal_jobs_named(server: LiveServer, name: str) -> list[tuple[int, str]]:
@@ -50,6 +50,10 @@ def test_scale_runs_a_worker_job_that_computes_then_close_cancels_it(
     starts on a HAL agent, connects back to the local scheduler, and computes
     `(lambda x: x + 1)(1)`. `cluster.close()` → `scancel <id>`: HAL ends the job, so no
     worker outlives the cluster."""
+    # imported here, not at collection (a second of CPU in each xdist worker)
+    from dask.distributed import Client
+    from dask_jobqueue import SLURMCluster
+
     cluster = SLURMCluster(
         cores=1,
         processes=1,

@@ -13,21 +13,29 @@ only the outcome. Cancel is ``scancel <id> ...``.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from hal.testing.live import LiveServer, wait_until
 
-parsl = pytest.importorskip("parsl", reason="parsl is not installed (pip install '.[workflows]')")
-from parsl.jobs.states import JobState  # noqa: E402
-from parsl.providers import SlurmProvider  # noqa: E402
+if importlib.util.find_spec("parsl") is None:
+    pytest.skip("parsl is not installed (pip install '.[workflows]')", allow_module_level=True)
+# Parsl is imported by the tests that run, not at collection (1.8 s of CPU, paid by each
+# xdist worker, all of which collect this module)
+if TYPE_CHECKING:
+    from parsl.jobs.states import JobState
+    from parsl.providers import SlurmProvider
 
 
 def make_provider(script_dir: Path) -> SlurmProvider:
+    from parsl.providers import SlurmProvider
+
     provider = SlurmProvider(
         walltime="00:05:00", cores_per_node=1, mem_per_node=1, exclusive=False, cmd_timeout=30
     )
@@ -59,6 +67,8 @@ def test_submit_runs_the_command_and_sacct_reports_completed(
     """HAL's `sacct -X` exits 0, so Parsl takes the sacct path. A submitted command runs as
     a HAL job (Parsl's SingleNodeLauncher wrapper included), writes its file, and Parsl's
     poll sees the job listed as COMPLETED by sacct, not merely missing."""
+    from parsl.jobs.states import JobState
+
     provider = make_provider(tmp_path)
     assert provider._cmd.startswith("sacct -X --noheader --format=jobid,state%20 --job")
     marker = tmp_path / "ran.txt"
@@ -74,6 +84,8 @@ def test_failed_command_is_failed_not_assumed_completed(
 ) -> None:
     """`exit 3` in a block: sacct must list it FAILED; were it missing from the output, Parsl
     would silently record COMPLETED and never report the lost block."""
+    from parsl.jobs.states import JobState
+
     provider = make_provider(tmp_path)
     job_id = provider.submit("exit 3", tasks_per_node=1)
     assert poll_until_terminal(provider, job_id) == JobState.FAILED
@@ -90,6 +102,8 @@ def test_squeue_fallback_without_accounting(
     so Parsl polls `squeue --noheader --format='%i %t' --job '<ids>'`. A running block
     must read R (two-letter code); once finished, `squeue --job` lists it no more (as
     Slurm 22.05.8's, without `-t`), and Parsl takes a job missing there for COMPLETED."""
+    from parsl.jobs.states import JobState
+
     no_sacct = tmp_path / "no-sacct"
     no_sacct.mkdir()
     fake = no_sacct / "sacct"
@@ -117,6 +131,8 @@ def test_cancel_stops_a_running_block(
     """Scaling in: `scancel <id> <id>` on two running blocks exits 0 (Parsl marks them
     CANCELLED on that alone), so HAL must really have stopped both: sacct says CANCELLED
     and a plain `squeue` no longer lists them."""
+    from parsl.jobs.states import JobState
+
     provider = make_provider(tmp_path)
     ids = [provider.submit("sleep 300", tasks_per_node=1) for _ in range(2)]
     with hal_cluster.client() as client:

@@ -1,10 +1,16 @@
-"""The ``hal`` argument parser: help text and the native ``show`` command."""
+"""The ``hal`` argument parser: help text, the native ``show`` command, and which
+modules a command's parser imports."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import subprocess
+import sys
+
 import pytest
 
-from hal.cli.parser import build_parser
+from hal.cli.parser import COMMAND_MODULES, build_parser
 from hal.compat.names import SLURM_COMMANDS
 
 
@@ -63,3 +69,48 @@ def test_harmonic_graph_takes_a_job_or_a_user_not_both(capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         build_parser().parse_args(["harmonic", "graph", "--limit", "0"])
     assert "'0' is not a whole number from 1 to 100000" in capsys.readouterr().err
+
+
+def _registered(parser: argparse.ArgumentParser) -> list[str]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return list(subs[0].choices)
+
+
+def test_each_command_is_registered_by_its_module_in_the_table() -> None:
+    for module in dict.fromkeys(COMMAND_MODULES.values()):
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        importlib.import_module(f"hal.cli.{module}").add_commands(sub)
+        assert set(sub.choices) == {n for n, m in COMMAND_MODULES.items() if m == module}
+    every = _registered(build_parser())
+    assert every == ["up", "server", "agent", *COMMAND_MODULES]
+    assert _registered(build_parser(["nosuchcommand"])) == every
+
+
+@pytest.mark.parametrize(
+    ("argv", "own"),
+    [
+        (["agent", "--cpus", "2"], "local"),
+        (["nodes"], "native"),
+        (["artifact", "list"], "artifacts"),
+    ],
+)
+def test_a_command_imports_its_own_module_not_the_others(argv: list[str], own: str) -> None:
+    """`hal agent` and each native command start without importing the other commands'
+    modules (the artifact commands' import pydantic's models of the artifact plane; the
+    benchmarks', the simulator). The agent's options include the cache's metrics
+    options and the server's the logging options, from those two modules."""
+    code = (
+        "import sys; from hal.cli.parser import build_parser; "
+        f"build_parser({argv!r}).parse_known_args({argv!r}); "
+        "print(' '.join(m for m in sys.modules if m.startswith('hal.cli.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    imported = set(done.stdout.split())
+    others = {f"hal.cli.{m}" for m in COMMAND_MODULES.values()} - {
+        f"hal.cli.{own}",
+        "hal.cli.cache",
+        "hal.cli.observe",
+    }
+    assert f"hal.cli.{own}" in imported
+    assert not imported & others, sorted(imported & others)

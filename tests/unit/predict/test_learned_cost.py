@@ -5,9 +5,11 @@ LightGBM's own, and no garbage left for a collector that a replay turns off."""
 from __future__ import annotations
 
 import gc
+import importlib.util
 import random
 import tracemalloc
 from collections import deque
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -19,7 +21,17 @@ from hal.predict.features import CATEGORICAL, NAMES, History
 from hal.predict.learned import _fit, _Window
 from hal.predict.trees import Trees
 
-lgb = pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
+if importlib.util.find_spec("lightgbm") is None:
+    pytest.skip("lightgbm is a dependency: pip install -e .", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def lgb() -> ModuleType:
+    """LightGBM, imported by the tests that use it rather than at collection, which each
+    xdist worker does for every module (a second of CPU)."""
+    import lightgbm
+
+    return lightgbm
 
 
 def job(jid: int, user: str, name: str, limit: int, ntasks: int = 4) -> Job:
@@ -45,7 +57,7 @@ def rows(n: int, seed: int) -> np.ndarray:
     return x
 
 
-def test_the_model_answers_as_lightgbm_does() -> None:
+def test_the_model_answers_as_lightgbm_does(lgb: ModuleType) -> None:
     x = rows(3000, 1)
     booster = _fit(lgb, x, x[:, 0] + np.nan_to_num(x[:, 9]), 50)[0]
     trees = Trees(lgb, booster)
@@ -57,7 +69,7 @@ def test_the_model_answers_as_lightgbm_does() -> None:
         trees.one(asked[0][:-1])  # the C call would read past the row
 
 
-def test_asking_the_model_leaves_no_garbage_behind() -> None:
+def test_asking_the_model_leaves_no_garbage_behind(lgb: ModuleType) -> None:
     """``Booster.predict`` leaves reference cycles at every call; a replay runs with
     the collector off, so they piled up for the whole replay."""
     x = rows(2000, 3)

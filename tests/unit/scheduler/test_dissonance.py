@@ -15,6 +15,7 @@ from hal.core.profiles import CLASSES, LATENCY_SENSITIVE, PROFILE_CLASS
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import ClusterBuilder, JobBuilder, cluster, make_job, placed_nodes
+from hal.testing.examples import examples
 
 SCHED = build_scheduler(default_profile())
 OFF = build_scheduler(default_profile(dissonance_weight=0))
@@ -132,7 +133,7 @@ def test_weight_zero_leaves_the_plugin_out_and_bad_args_are_refused() -> None:
         assert err.value.field == f"plugin_args.dissonance.{field}"
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(
         st.tuples(st.sampled_from(CLASSES), st.integers(1, 8), st.integers(0, 3), st.booleans()),

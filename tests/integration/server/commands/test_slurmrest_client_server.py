@@ -6,17 +6,28 @@ was parsed against Slurm's own schema."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from hal.testing.live import LiveServer, wait_until
 
-slurmrestapi = pytest.importorskip("slurmrestapi")
-from slurmrestapi import models as m  # noqa: E402
-from slurmrestapi.exceptions import ApiException  # noqa: E402
+if importlib.util.find_spec("slurmrestapi") is None:
+    pytest.skip("slurmrestapi is not installed", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def sr() -> ModuleType:
+    """The client package, imported by this module's first test, not at collection: its
+    826 model modules take 5 s of CPU to import, and each xdist worker collects this
+    module while one runs it."""
+    import slurmrestapi
+
+    return slurmrestapi
 
 
 @pytest.fixture(scope="module")
@@ -30,15 +41,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="module")
-def api(live: LiveServer) -> Iterator[Any]:
-    config = slurmrestapi.Configuration(
-        host=live.url, api_key={"user": "admin", "token": live.token}
-    )
-    with slurmrestapi.ApiClient(config) as client:
-        yield slurmrestapi.SlurmApi(client)
+def api(live: LiveServer, sr: ModuleType) -> Iterator[Any]:
+    config = sr.Configuration(host=live.url, api_key={"user": "admin", "token": live.token})
+    with sr.ApiClient(config) as client:
+        yield sr.SlurmApi(client)
 
 
-def _desc(tmp: Path, **fields: Any) -> Any:
+def _desc(m: ModuleType, tmp: Path, **fields: Any) -> Any:
     return m.V0044JobDescMsg(
         name="client",
         current_working_directory=str(tmp),
@@ -53,8 +62,9 @@ def _state(api: Any, job_id: int) -> list[str]:
     return list(jobs[0].job_state)
 
 
-def test_submit_watch_and_read_the_exit_code(api: Any, tmp_path: Path) -> None:
-    req = m.V0044JobSubmitReq(script="#!/bin/sh\nexit 3\n", job=_desc(tmp_path))
+def test_submit_watch_and_read_the_exit_code(api: Any, sr: ModuleType, tmp_path: Path) -> None:
+    m = sr.models
+    req = m.V0044JobSubmitReq(script="#!/bin/sh\nexit 3\n", job=_desc(m, tmp_path))
     sub = api.slurm_v0044_post_job_submit(v0044_job_submit_req=req)
     assert sub.errors == [] and sub.step_id == "batch"
     wait_until(lambda: _state(api, sub.job_id) == ["FAILED"], message="exit 3")
@@ -65,8 +75,9 @@ def test_submit_watch_and_read_the_exit_code(api: Any, tmp_path: Path) -> None:
     assert job.time_limit.number == 2 and job.user_name == "admin"
 
 
-def test_cancel_update_and_refusals(api: Any, tmp_path: Path) -> None:
-    req = m.V0044JobSubmitReq(script="#!/bin/sh\nsleep 300\n", job=_desc(tmp_path, hold=True))
+def test_cancel_update_and_refusals(api: Any, sr: ModuleType, tmp_path: Path) -> None:
+    m = sr.models
+    req = m.V0044JobSubmitReq(script="#!/bin/sh\nsleep 300\n", job=_desc(m, tmp_path, hold=True))
     job_id = api.slurm_v0044_post_job_submit(v0044_job_submit_req=req).job_id
     upd = api.slurm_v0044_post_job(
         str(job_id), m.V0044JobDescMsg(time_limit=m.V0044Uint32NoValStruct(set=True, number=7))
@@ -79,15 +90,17 @@ def test_cancel_update_and_refusals(api: Any, tmp_path: Path) -> None:
     assert killed.status[0].job_id.number == job_id
     wait_until(lambda: _state(api, job_id) == ["CANCELLED"], message="the cancel")
 
-    bad = m.V0044JobSubmitReq(script="#!/bin/sh\ntrue\n", job=_desc(tmp_path, partition="nosuch"))
-    with pytest.raises(ApiException) as refused:
+    bad = m.V0044JobSubmitReq(
+        script="#!/bin/sh\ntrue\n", job=_desc(m, tmp_path, partition="nosuch")
+    )
+    with pytest.raises(sr.exceptions.ApiException) as refused:
         api.slurm_v0044_post_job_submit(v0044_job_submit_req=bad)
     assert refused.value.status == 500
     errors = m.V0044OpenapiJobSubmitResponse.from_json(refused.value.body).errors
     assert errors[0].error_number == 2000
 
 
-def test_cluster_views_parse(api: Any, live: LiveServer) -> None:
+def test_cluster_views_parse(api: Any, sr: ModuleType, live: LiveServer) -> None:
     nodes = api.slurm_v0044_get_nodes().nodes
     assert len(nodes) == 1 and nodes[0].cpus == 2
     parts = api.slurm_v0044_get_partitions().partitions
@@ -95,8 +108,8 @@ def test_cluster_views_parse(api: Any, live: LiveServer) -> None:
     assert api.slurm_v0044_get_ping().pings[0].responding is True
     assert api.slurm_v0044_get_diag().statistics.jobs_submitted >= 0
     assert api.slurm_v0044_get_licenses().licenses == []
-    anonymous = slurmrestapi.SlurmApi(slurmrestapi.ApiClient(slurmrestapi.Configuration(live.url)))
-    with pytest.raises(ApiException) as refused:
+    anonymous = sr.SlurmApi(sr.ApiClient(sr.Configuration(live.url)))
+    with pytest.raises(sr.exceptions.ApiException) as refused:
         anonymous.slurm_v0044_get_jobs()
     assert refused.value.status == 401
 
