@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -264,6 +265,8 @@ class ControlPlane:
         # why this server stopped itself: another took the database's lock (PostgreSQL)
         # while its session was gone (``_keep_claim``); "" while it has not
         self.fenced = ""
+        # seconds each step of the last ``start`` took (a takeover's breakdown, logged)
+        self.start_timings: dict[str, float] = {}
 
     def claim(self) -> bool:
         """Take the database's server lock (``hal.state.server_lock``), if not yet held,
@@ -300,6 +303,14 @@ class ControlPlane:
     async def _stand_by(self) -> None:
         try:
             await stand_by(self.leadership, self.start, self._stop, self._preload)
+            if self.leadership.leading:
+                steps = {**self.leadership.lead_timings, **self.cluster.load_timings}
+                steps.update(self.start_timings)
+                log.warning(
+                    "the takeover's steps: %s",
+                    ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()),
+                    extra={"takeover_steps": steps},
+                )
         except Exception as err:  # took the lock but could not start: leave it to another
             self.fenced = f"took the lead but could not start: {err}"
             log.exception("took the lead but could not start")
@@ -310,22 +321,42 @@ class ControlPlane:
     async def start(self) -> None:
         if self._stop.is_set():  # started again after a stop
             self._stop = asyncio.Event()
+        took: dict[str, float] = {}
+        self.start_timings = took
+        step = time.monotonic()
+
+        def done(name: str) -> None:
+            nonlocal step
+            took[name] = round(time.monotonic() - step, 3)
+            step = time.monotonic()
+
         if not await asyncio.to_thread(self.claim):
             raise Conflict("another HAL server leads this database; this one stands by")
+        done("claim")
         self._started = True
+
         await self.cluster.load()
         self.store.job_memo = None  # (a standby's read ahead: used once, by that load)
+        done("cluster")
         await self.ctx.artifacts.load()
+        done("artifacts")
         await self.ctx.steps.restore()  # the steps that ran on while it was away
+        done("steps")
         await self.predictions.start()
+        done("predictions")
         await self.priority.start()
+        done("priority")
         await self.observe.start()
+        done("observe")
         await self.traffic.start()
+        done("traffic")
         await self.dissonance.start()
+        done("dissonance")
         self.cluster.url = self.url  # the jobs' HAL_URL, where they report feedback
         self.mail.seed(self.cluster.jobs.values())
         if self.data is not None:
             await self.data.start()
+        done("mail_data")
         self._tasks = [
             asyncio.create_task(self.priority.run(self._stop), name="hal-priority"),
             asyncio.create_task(self.service.run(self._stop), name="hal-scheduler"),
@@ -340,6 +371,7 @@ class ControlPlane:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
         if self.cloud_providers:
             await self._start_cloud()
+        done("tasks")
         self.leadership.role = "leader"
         log.info("control plane started", extra={"revision": self.cluster.revision})
 
