@@ -10,8 +10,9 @@ killed with SIGKILL each time another share of the burst is acknowledged (``--ki
 and the time until another server answers ``/v1/ha`` as the leader is taken, with the
 new leader's own account of its takeover's steps (``takeover_steps``, from its log).
 ``--nodes N``: one ``hal emulate`` process presents N nodes (16 CPUs each) to every
-address, and every tenth job is not held but runs there for an hour (a timer), so the
-servers carry running jobs and their agents re-attach at each takeover. At the end
+address; every tenth job is not held but runs there for an hour (a timer), and as
+many run a second and end, so the servers carry running jobs (their agents re-attach
+at each takeover) and a history (the predictor's and the fair share's). At the end
 the database is read: every acknowledged job must be there, once.
 """
 
@@ -118,7 +119,7 @@ class _Burst:
         self, servers: list[ServerProcess], token: str, jobs: int, batch: int, running: bool
     ) -> None:
         self.servers = servers
-        self.running = running  # every tenth job runs (an hour, on emulated nodes)
+        self.running = running  # every fifth job runs on emulated nodes (a second, an hour)
         self.headers = {"Authorization": f"Bearer {token}"}
         self.jobs, self.batch = jobs, batch
         self.acked: list[int] = []
@@ -146,8 +147,9 @@ class _Burst:
             self.error = err
 
     def _job(self, i: int) -> dict[str, Any]:
-        if self.running and i % 10 == 0:
-            script = "#!/bin/sh\n#HAL_EMULATE runtime=3600\nsleep 3600\n"
+        if self.running and i % 5 == 0:
+            seconds = 3600 if i % 10 == 0 else 1
+            script = f"#!/bin/sh\n#HAL_EMULATE runtime={seconds}\nsleep {seconds}\n"
             return {"script": script, "name": f"j{i}", "workdir": "/tmp"}
         return {"script": "#!/bin/sh\ntrue\n", "name": f"j{i}", "hold": True}
 
