@@ -334,7 +334,6 @@ class ControlPlane:
             raise Conflict("another HAL server leads this database; this one stands by")
         done("claim")
         self._started = True
-
         await self.cluster.load()
         self.store.job_memo = None  # (a standby's read ahead: used once, by that load)
         done("cluster")
@@ -342,8 +341,6 @@ class ControlPlane:
         done("artifacts")
         await self.ctx.steps.restore()  # the steps that ran on while it was away
         done("steps")
-        await self.predictions.start()
-        done("predictions")
         await self.priority.start()
         done("priority")
         await self.observe.start()
@@ -357,6 +354,11 @@ class ControlPlane:
         if self.data is not None:
             await self.data.start()
         done("mail_data")
+        # last: its history read (pages of finished runs, decoded on the store's one
+        # thread) goes on in the background, and started earlier it held up every read
+        # above behind it (a takeover's fair-share and traffic reads waited seconds)
+        await self.predictions.start()
+        done("predictions")
         self._tasks = [
             asyncio.create_task(self.priority.run(self._stop), name="hal-priority"),
             asyncio.create_task(self.service.run(self._stop), name="hal-scheduler"),
