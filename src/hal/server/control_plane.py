@@ -66,6 +66,8 @@ from hal.state.store import SqlStateStore
 from hal.wire.nodes import Reconfigured, kept_warning
 
 log = logging.getLogger("hal.server")
+# after a takeover the predictor (its history read and replay) starts this much later
+PREDICT_AFTER_TAKEOVER_S = 20.0
 HOUSEKEEPING_S = 1.0
 
 
@@ -354,10 +356,16 @@ class ControlPlane:
         if self.data is not None:
             await self.data.start()
         done("mail_data")
-        # last: its history read (pages of finished runs, decoded on the store's one
-        # thread) goes on in the background, and started earlier it held up every read
-        # above behind it (a takeover's fair-share and traffic reads waited seconds)
-        await self.predictions.start()
+        # the predictor last: its history read (pages of finished runs, decoded on the
+        # store's one thread) and its replay (a thread) go on in the background, and
+        # started earlier they held every read above behind them (a takeover's fair-share
+        # and traffic reads waited seconds). After a takeover it starts later still: the
+        # new leader's first seconds go to the agents and clients coming back to it
+        if self._standing_by is None:
+            await self.predictions.start()
+            later: list[asyncio.Task[None]] = []
+        else:
+            later = [asyncio.create_task(self._start_predictions(), name="hal-predict")]
         done("predictions")
         self._tasks = [
             asyncio.create_task(self.priority.run(self._stop), name="hal-priority"),
@@ -371,11 +379,19 @@ class ControlPlane:
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
+        self._tasks += later
         if self.cloud_providers:
             await self._start_cloud()
         done("tasks")
         self.leadership.role = "leader"
         log.info("control plane started", extra={"revision": self.cluster.revision})
+
+    async def _start_predictions(self) -> None:
+        """The predictor's start, ``PREDICT_AFTER_TAKEOVER_S`` after a takeover (``start``)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), PREDICT_AFTER_TAKEOVER_S)
+        if not self._stop.is_set():
+            await self.predictions.start()
 
     async def _start_cloud(self) -> None:
         """The autoscaler over ``cloud_providers``: at start, or at the reconfigure that

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Engine,
     Executable,
     Select,
+    String,
     Table,
     and_,
     bindparam,
@@ -508,7 +509,7 @@ class SqlStateStore:
         only the rows ``memo`` has not at their current version (``xmin``) fetched whole
         and decoded. Both reads see one snapshot (REPEATABLE READ)."""
         t, s = schema.jobs, schema.job_scripts
-        xmin = literal_column("jobs.xmin::text").label("xmin")
+        xmin = literal_column("jobs.xmin::text", String).label("xmin")
         with self.engine.connect() as conn:
             conn = conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
