@@ -97,12 +97,15 @@ class ServerProcess:
 
     def steps(self) -> dict[str, float] | None:
         """From its log: the seconds of each step of its last takeover (the control
-        plane's "the takeover's steps" line, its ``takeover_steps``)."""
+        plane's "the takeover's steps" line, its ``takeover_steps``), with the jobs it
+        loaded (``jobs``) and of those the ones it had read ahead (``jobs_read_ahead``)."""
         last = None
         for line in self.log.read_text().splitlines():
             if "takeover_steps" in line:
-                with contextlib.suppress(ValueError):
-                    last = json.loads(line).get("takeover_steps")
+                with contextlib.suppress(ValueError, TypeError):
+                    said = json.loads(line)
+                    last = {**said["takeover_steps"]}
+                    last.update({k: said[k] for k in ("jobs", "jobs_read_ahead") if k in said})
         return last
 
     def role(self) -> str | None:

@@ -269,6 +269,9 @@ class ControlPlane:
         self.fenced = ""
         # seconds each step of the last ``start`` took (a takeover's breakdown, logged)
         self.start_timings: dict[str, float] = {}
+        # of the jobs the last ``start`` loaded, how many came from a standby's read ahead
+        # as they were (not fetched nor decoded again); None: no read ahead
+        self.read_ahead: tuple[int, int] | None = None
 
     def claim(self) -> bool:
         """Take the database's server lock (``hal.state.server_lock``), if not yet held,
@@ -308,10 +311,13 @@ class ControlPlane:
             if self.leadership.leading:
                 steps = {**self.leadership.lead_timings, **self.cluster.load_timings}
                 steps.update(self.start_timings)
+                kept, loaded = self.read_ahead or (0, len(self.cluster.jobs))
                 log.warning(
-                    "the takeover's steps: %s",
+                    "the takeover's steps: %s; %d of %d jobs as read ahead",
                     ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()),
-                    extra={"takeover_steps": steps},
+                    kept,
+                    loaded,
+                    extra={"takeover_steps": steps, "jobs_read_ahead": kept, "jobs": loaded},
                 )
         except Exception as err:  # took the lock but could not start: leave it to another
             self.fenced = f"took the lead but could not start: {err}"
@@ -336,8 +342,13 @@ class ControlPlane:
             raise Conflict("another HAL server leads this database; this one stands by")
         done("claim")
         self._started = True
+        memo = self.store.job_memo
+        if memo is not None:
+            memo.hits = 0
         await self.cluster.load()
-        self.store.job_memo = None  # (a standby's read ahead: used once, by that load)
+        # (a standby's read ahead: used once, by that load)
+        self.store.job_memo = None
+        self.read_ahead = (memo.hits, len(self.cluster.jobs)) if memo is not None else None
         done("cluster")
         await self.ctx.artifacts.load()
         done("artifacts")
