@@ -7,13 +7,20 @@ data folder and port. A client thread submits ``--jobs`` held jobs in batches th
 stops answering, or answers as a standby, it finds the leader through ``GET /v1/ha`` on
 every address and sends the same batch again with the same key. Meanwhile the leader is
 killed with SIGKILL each time another share of the burst is acknowledged (``--kills``),
-and the time until another server answers ``/v1/ha`` as the leader is taken. At the end
+and the time until another server answers ``/v1/ha`` as the leader is taken, with the
+new leader's own account of its takeover's steps (``takeover_steps``, from its log).
+``--nodes N``: one ``hal emulate`` process presents N nodes (16 CPUs each) to every
+address; every tenth job is not held but runs there for an hour (a timer), and as
+many run a second and end, so the servers carry running jobs (their agents re-attach
+at each takeover) and a history (the predictor's and the fair share's). At the end
 the database is read: every acknowledged job must be there, once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import re
 import signal
 import subprocess
@@ -28,7 +35,7 @@ from typing import Any
 import httpx
 
 from hal.bench.replay_cost import cpu_model
-from hal.bench.scale import PG_ADMIN, _database
+from hal.bench.scale import PG_ADMIN, _database, _tokens
 from hal.testing.live import free_port, stop_process, wait_until
 
 FIND_LEADER_S = 60.0  # how long the client looks for a leader before it gives up
@@ -43,6 +50,12 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--jobs", type=int, default=10_000)
     p.add_argument("--batch", type=int, default=100, help="jobs per batch submission")
     p.add_argument("--kills", type=int, default=2, help="leaders killed during the burst")
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=0,
+        help="emulated nodes (one hal emulate process); every tenth job runs on them",
+    )
     p.add_argument("--db-admin", default=PG_ADMIN, help="a libpq DSN that may create databases")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
@@ -58,7 +71,8 @@ def _cmd(ns: Any) -> int:
         raise InvalidRequest(
             "--kills: at least 1, and fewer than --servers (each kill needs a standby left)"
         )
-    return emit(run_failover(ns.servers, ns.jobs, ns.batch, ns.kills, ns.db_admin), ns.json)
+    result = run_failover(ns.servers, ns.jobs, ns.batch, ns.kills, ns.db_admin, ns.nodes)
+    return emit(result, ns.json)
 
 
 class ServerProcess:
@@ -81,6 +95,19 @@ class ServerProcess:
         found = re.findall(r"serving as the leader ([0-9.]+) s after", self.log.read_text())
         return float(found[-1]) if found else None
 
+    def steps(self) -> dict[str, float] | None:
+        """From its log: the seconds of each step of its last takeover (the control
+        plane's "the takeover's steps" line, its ``takeover_steps``), with the jobs it
+        loaded (``jobs``) and of those the ones it had read ahead (``jobs_read_ahead``)."""
+        last = None
+        for line in self.log.read_text().splitlines():
+            if "takeover_steps" in line:
+                with contextlib.suppress(ValueError, TypeError):
+                    said = json.loads(line)
+                    last = {**said["takeover_steps"]}
+                    last.update({k: said[k] for k in ("jobs", "jobs_read_ahead") if k in said})
+        return last
+
     def role(self) -> str | None:
         try:
             return str(httpx.get(self.url + "/v1/ha", timeout=1).json()["role"])
@@ -91,8 +118,11 @@ class ServerProcess:
 class _Burst:
     """The client: batches sent to whichever server leads, each retried with its key."""
 
-    def __init__(self, servers: list[ServerProcess], token: str, jobs: int, batch: int) -> None:
+    def __init__(
+        self, servers: list[ServerProcess], token: str, jobs: int, batch: int, running: bool
+    ) -> None:
         self.servers = servers
+        self.running = running  # every fifth job runs on emulated nodes (a second, an hour)
         self.headers = {"Authorization": f"Bearer {token}"}
         self.jobs, self.batch = jobs, batch
         self.acked: list[int] = []
@@ -114,15 +144,17 @@ class _Burst:
             with httpx.Client(timeout=60) as http:
                 for first in range(0, self.jobs, self.batch):
                     names = range(first, min(first + self.batch, self.jobs))
-                    body = {
-                        "jobs": [
-                            {"script": "#!/bin/sh\ntrue\n", "name": f"j{i}", "hold": True}
-                            for i in names
-                        ]
-                    }
+                    body = {"jobs": [self._job(i) for i in names]}
                     self.acked += self._send(http, body)
         except BaseException as err:  # reported by the caller
             self.error = err
+
+    def _job(self, i: int) -> dict[str, Any]:
+        if self.running and i % 5 == 0:
+            seconds = 3600 if i % 10 == 0 else 1
+            script = f"#!/bin/sh\n#HAL_EMULATE runtime={seconds}\nsleep {seconds}\n"
+            return {"script": script, "name": f"j{i}", "workdir": "/tmp"}
+        return {"script": "#!/bin/sh\ntrue\n", "name": f"j{i}", "hold": True}
 
     def _send(self, http: httpx.Client, body: dict[str, Any]) -> list[int]:
         headers = {**self.headers, "Idempotency-Key": str(uuid.uuid4())}
@@ -139,18 +171,24 @@ class _Burst:
             self.leader = self._find()
 
 
-def run_failover(servers: int, jobs: int, batch: int, kills: int, db_admin: str) -> dict[str, Any]:
-    from hal.server.users import ensure_user
-    from hal.state.store import SqlStateStore
-
+def run_failover(
+    servers: int, jobs: int, batch: int, kills: int, db_admin: str, nodes: int = 0
+) -> dict[str, Any]:
     takeovers: list[float] = []
     loads: list[float | None] = []  # of each takeover: from the lock to leading
+    steps: list[dict[str, float] | None] = []  # ... and its steps, as the server saw them
     with _database(db_admin) as db, tempfile.TemporaryDirectory(prefix="hal-failover-") as d:
-        store = SqlStateStore(db)
-        token = ensure_user(store, "bench", admin=True, now=time.time())
-        store.close()
-        assert token is not None  # (a fresh database)
-        procs = [ServerProcess(db, Path(d) / f"s{i}") for i in range(servers)]
+        token, agent_token = _tokens(db)
+        extra: tuple[str, ...] = ()
+        if nodes:
+            config = Path(d) / "hal.toml"
+            config.write_text(
+                "max_batch_jobs = 100000\n[[partitions]]\n"
+                f'name = "bench"\ndefault = true\nnodes = "emu[1-{nodes}]"\n'
+            )
+            extra = ("--config", str(config))
+        procs = [ServerProcess(db, Path(d) / f"s{i}", *extra) for i in range(servers)]
+        emulator: subprocess.Popen[bytes] | None = None
         try:
             wait_until(
                 lambda: (
@@ -159,7 +197,15 @@ def run_failover(servers: int, jobs: int, batch: int, kills: int, db_admin: str)
                 timeout=120,
                 message="one leader and its standbys",
             )
-            burst = _Burst(procs, token, jobs, batch)
+            if nodes:
+                emulator = _emulate(procs, agent_token, nodes, Path(d) / "emulate.log")
+                wait_until(
+                    lambda: _up(procs, token) >= nodes,
+                    timeout=300,
+                    interval=1,
+                    message="the emulated nodes to register",
+                )
+            burst = _Burst(procs, token, jobs, batch, running=nodes > 0)
             client = threading.Thread(target=burst.run, name="burst")
             started = time.monotonic()
             client.start()
@@ -172,22 +218,20 @@ def run_failover(servers: int, jobs: int, batch: int, kills: int, db_admin: str)
                 leader.proc.send_signal(signal.SIGKILL)
                 leader.proc.wait(10)
                 left = [s for s in procs if s.proc.poll() is None]
-                wait_until(
-                    lambda: any(s.role() == "leader" for s in left),  # noqa: B023
-                    timeout=60,
-                    interval=0.02,
-                    message="a standby to lead",
-                )
+                successor = _next_leader(left)
                 takeovers.append(time.monotonic() - killed)
-                successor = next(s for s in left if s.role() == "leader")
                 with contextlib.suppress(TimeoutError):  # (logged just after it leads)
                     wait_until(lambda: successor.start_s() is not None, timeout=5)  # noqa: B023
                 loads.append(successor.start_s())
+                steps.append(successor.steps())
             client.join()
             elapsed = time.monotonic() - started
             if burst.error is not None:
                 raise RuntimeError(f"the burst failed: {burst.error}") from burst.error
+            running = _running(db)
         finally:
+            if emulator is not None:
+                stop_process(emulator)
             for server in procs:
                 stop_process(server.proc)
         lost, duplicated = _count(db, burst.acked)
@@ -197,8 +241,11 @@ def run_failover(servers: int, jobs: int, batch: int, kills: int, db_admin: str)
         "jobs": jobs,
         "batch": batch,
         "kills": kills,
+        "nodes": nodes,
+        "running_at_end": running,
         "takeover_s": [round(t, 3) for t in takeovers],
         "lock_to_lead_s": [None if t is None else round(t, 3) for t in loads],
+        "takeover_steps": steps,
         "acknowledged": len(burst.acked),
         "lost": lost,
         "duplicated": duplicated,
@@ -217,3 +264,55 @@ def _count(db: str, acked: list[int]) -> tuple[int, int]:
             "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM jobs GROUP BY name) c"
         ).fetchone()
     return len(set(acked) - ids), int(extra[0]) if extra else 0
+
+
+def _next_leader(left: list[ServerProcess]) -> ServerProcess:
+    """The first of ``left`` seen answering as the leader (kept as it is seen: a server
+    that is busy after its takeover may miss the next ask's one-second timeout)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for server in left:
+            if server.role() == "leader":
+                return server
+        time.sleep(0.02)
+    raise TimeoutError("no standby led within 60 s of the leader's kill")
+
+
+def _emulate(
+    servers: list[ServerProcess], token: str, nodes: int, log: Path
+) -> subprocess.Popen[bytes]:
+    """One ``hal emulate`` process with ``nodes`` nodes, given every address."""
+    args = [a for s in servers for a in ("--server", s.url)]
+    args += ["--nodes", str(nodes), "--cpus", "16", "--memory", "32G", "--log-level", "warning"]
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "hal.cli.main", "emulate", *args],
+            env={**os.environ, "HAL_TOKEN": token},
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+
+
+def _up(servers: list[ServerProcess], token: str) -> int:
+    """Nodes UP, as the leader lists them."""
+    for server in servers:
+        if server.role() == "leader":
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                got = httpx.get(
+                    server.url + "/v1/nodes",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=10,
+                ).json()
+                listed = got["nodes"] if isinstance(got, dict) else got
+                return sum(1 for n in listed if n.get("state") == "UP")
+    return 0
+
+
+def _running(db: str) -> int:
+    """Jobs RUNNING in the database."""
+    import psycopg
+
+    with psycopg.connect(db) as conn:
+        row = conn.execute("SELECT count(*) FROM jobs WHERE state = 'RUNNING'").fetchone()
+    return int(row[0]) if row else 0

@@ -95,7 +95,8 @@ def _cmd(ns: Any) -> int:
 
 
 @contextmanager
-def _database(admin_dsn: str) -> Iterator[str]:
+def _database(admin_dsn: str, *, keep: bool = False) -> Iterator[str]:
+    """A fresh database for a bench, dropped at the end unless ``keep``."""
     import psycopg
 
     name = "hal_scale_" + secrets.token_hex(4)
@@ -106,8 +107,9 @@ def _database(admin_dsn: str) -> Iterator[str]:
     try:
         yield url
     finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not keep:
+            with psycopg.connect(admin_dsn, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _config(path: Path, nodes: int, heartbeat: float) -> None:

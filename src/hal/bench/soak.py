@@ -70,6 +70,12 @@ def add_commands(sub: Any) -> None:
         "servers' sessions with pg_terminate_backend instead)",
     )
     p.add_argument("--db-admin", default=PG_ADMIN, help="a libpq DSN that may create databases")
+    p.add_argument(
+        "--keep",
+        metavar="FILE",
+        help="keep the database, and write the acknowledged ids to FILE (one a line), "
+        "for python -m hal.bench.soak_invariants DB --acked FILE",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
@@ -94,6 +100,7 @@ def _cmd(ns: Any) -> int:
         agent=not ns.no_agent,
         pg_restart=ns.pg_restart,
         db_admin=ns.db_admin,
+        keep=ns.keep,
     )
     emit(result, ns.json)
     return 0 if result["invariants"]["ok"] else 1
@@ -226,6 +233,7 @@ def run_soak(
     agent: bool = True,
     pg_restart: str | None = None,
     db_admin: str = PG_ADMIN,
+    keep: str | None = None,
 ) -> dict[str, Any]:
     duration = minutes * 60
     chaos: list[dict[str, Any]] = []
@@ -233,7 +241,10 @@ def run_soak(
     # the client's patience across a takeover and a database restart
     os.environ.setdefault("HAL_FAILOVER_TIMEOUT", "120")
     os.environ.setdefault("HAL_RETRY_SECONDS", "120")
-    with _database(db_admin) as db, tempfile.TemporaryDirectory(prefix="hal-soak-") as d:
+    with (
+        _database(db_admin, keep=keep is not None) as db,
+        tempfile.TemporaryDirectory(prefix="hal-soak-") as d,
+    ):
         os.environ.setdefault("XDG_CACHE_HOME", d)  # (the client's leader file)
         cluster = _Cluster(db, Path(d), nodes, emulators)
         submitter: _Submitter | None = None
@@ -318,8 +329,11 @@ def run_soak(
             cluster.stop()
         assert submitter is not None
         found = check(db, submitter.acked)
+        if keep is not None:
+            Path(keep).write_text("".join(f"{i}\n" for i in submitter.acked))
     return {
         "bench": "soak",
+        "database": db if keep is not None else None,
         "cpu": cpu_model(),
         "duration_s": round(elapsed, 1),
         "nodes": nodes,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -65,6 +66,8 @@ from hal.state.store import SqlStateStore
 from hal.wire.nodes import Reconfigured, kept_warning
 
 log = logging.getLogger("hal.server")
+# after a takeover the predictor (its history read and replay) starts this much later
+PREDICT_AFTER_TAKEOVER_S = 20.0
 HOUSEKEEPING_S = 1.0
 
 
@@ -264,6 +267,11 @@ class ControlPlane:
         # why this server stopped itself: another took the database's lock (PostgreSQL)
         # while its session was gone (``_keep_claim``); "" while it has not
         self.fenced = ""
+        # seconds each step of the last ``start`` took (a takeover's breakdown, logged)
+        self.start_timings: dict[str, float] = {}
+        # of the jobs the last ``start`` loaded, how many came from a standby's read ahead
+        # as they were (not fetched nor decoded again); None: no read ahead
+        self.read_ahead: tuple[int, int] | None = None
 
     def claim(self) -> bool:
         """Take the database's server lock (``hal.state.server_lock``), if not yet held,
@@ -300,6 +308,17 @@ class ControlPlane:
     async def _stand_by(self) -> None:
         try:
             await stand_by(self.leadership, self.start, self._stop, self._preload)
+            if self.leadership.leading:
+                steps = {**self.leadership.lead_timings, **self.cluster.load_timings}
+                steps.update(self.start_timings)
+                kept, loaded = self.read_ahead or (0, len(self.cluster.jobs))
+                log.warning(
+                    "the takeover's steps: %s; %d of %d jobs as read ahead",
+                    ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()),
+                    kept,
+                    loaded,
+                    extra={"takeover_steps": steps, "jobs_read_ahead": kept, "jobs": loaded},
+                )
         except Exception as err:  # took the lock but could not start: leave it to another
             self.fenced = f"took the lead but could not start: {err}"
             log.exception("took the lead but could not start")
@@ -310,24 +329,57 @@ class ControlPlane:
     async def start(self) -> None:
         if self._stop.is_set():  # started again after a stop
             self._stop = asyncio.Event()
+        took: dict[str, float] = {}
+        self.start_timings = took
+        step = time.monotonic()
+
+        def done(name: str) -> None:
+            nonlocal step
+            took[name] = round(time.monotonic() - step, 3)
+            step = time.monotonic()
+
         if not await asyncio.to_thread(self.claim):
             raise Conflict("another HAL server leads this database; this one stands by")
+        done("claim")
         self._started = True
+        memo = self.store.job_memo
+        if memo is not None:
+            memo.hits = 0
         await self.cluster.load()
-        self.store.job_memo = None  # (a standby's read ahead: used once, by that load)
+        # (a standby's read ahead: used once, by that load)
+        self.store.job_memo = None
+        self.read_ahead = (memo.hits, len(self.cluster.jobs)) if memo is not None else None
+        done("cluster")
         await self.ctx.artifacts.load()
+        done("artifacts")
         await self.ctx.steps.restore()  # the steps that ran on while it was away
-        await self.predictions.start()
+        done("steps")
         await self.priority.start()
+        done("priority")
         await self.observe.start()
+        done("observe")
         await self.traffic.start()
+        done("traffic")
         await self.dissonance.start()
+        done("dissonance")
         # the jobs' HAL_URL, where they report feedback: where clients reach this server
         # (``--advertise-url``), else where it listens
         self.cluster.url = self.leadership.url or self.url
         self.mail.seed(self.cluster.jobs.values())
         if self.data is not None:
             await self.data.start()
+        done("mail_data")
+        # the predictor last: its history read (pages of finished runs, decoded on the
+        # store's one thread) and its replay (a thread) go on in the background, and
+        # started earlier they held every read above behind them (a takeover's fair-share
+        # and traffic reads waited seconds). After a takeover it starts later still: the
+        # new leader's first seconds go to the agents and clients coming back to it
+        if self._standing_by is None:
+            await self.predictions.start()
+            later: list[asyncio.Task[None]] = []
+        else:
+            later = [asyncio.create_task(self._start_predictions(), name="hal-predict")]
+        done("predictions")
         self._tasks = [
             asyncio.create_task(self.priority.run(self._stop), name="hal-priority"),
             asyncio.create_task(self.service.run(self._stop), name="hal-scheduler"),
@@ -340,10 +392,19 @@ class ControlPlane:
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
+        self._tasks += later
         if self.cloud_providers:
             await self._start_cloud()
+        done("tasks")
         self.leadership.role = "leader"
         log.info("control plane started", extra={"revision": self.cluster.revision})
+
+    async def _start_predictions(self) -> None:
+        """The predictor's start, ``PREDICT_AFTER_TAKEOVER_S`` after a takeover (``start``)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), PREDICT_AFTER_TAKEOVER_S)
+        if not self._stop.is_set():
+            await self.predictions.start()
 
     async def _start_cloud(self) -> None:
         """The autoscaler over ``cloud_providers``: at start, or at the reconfigure that

@@ -58,6 +58,7 @@ class Leadership:
         self.leader: LeaderRecord | None = None  # the last one read or recorded
         self._lock: ServerLock | None = None
         self._keeper: LeaseKeeper | None = None
+        self.lead_timings: dict[str, float] = {}  # seconds of each step of ``_lead``
 
     @property
     def leading(self) -> bool:
@@ -169,12 +170,16 @@ class Leadership:
         if conn is None:  # SQLite: the flock is the whole story
             self._lock = lock
             return
+        t0 = time.monotonic()
         try:
             self.store.migrate()  # (server_leader, on a fresh database)
+            t1 = time.monotonic()
             epoch = record_takeover(conn, self.url, socket.gethostname(), os.getpid())
             ended = fence_others(conn, self.name)
             self.leader = read_leader(conn)
             keeper = LeaseKeeper(self.store, lock, epoch)
+            t2 = time.monotonic()
+            self.lead_timings = {"lead_migrate": round(t1 - t0, 3), "fence": round(t2 - t1, 3)}
         except BaseException:
             lock.release()
             raise
@@ -203,7 +208,9 @@ async def stand_by(
     log.info("standing by: another HAL server leads this database")
     preloaded = -PRELOAD_S
     while not stop.is_set():
+        asked = time.monotonic()
         if await asyncio.to_thread(leadership.try_claim):
+            leadership.lead_timings["ask"] = round(time.monotonic() - asked, 3)
             break
         if preload is not None and time.monotonic() - preloaded >= PRELOAD_S:
             preloaded = time.monotonic()

@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -101,6 +102,7 @@ class Cluster(Mirror):
         self.store = store
         self.agent_sessions: dict[str, AgentSession] = {}  # node → its agent's session
         self.started_at = 0.0
+        self.load_timings: dict[str, float] = {}  # seconds of each step of the last ``load``
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hal-db")
         self._lock = resync.ReconcilingLock(self)  # reconciles what is in doubt first
         self.changed = asyncio.Event()  # the scheduler waits on this
@@ -200,16 +202,29 @@ class Cluster(Mirror):
         """Migrate the schema and rebuild the mirror from the store (server start)."""
         now = self.clock.now()
         self.started_at = now
+        took: dict[str, float] = {}
+        self.load_timings = took
+        step = time.monotonic()
+
+        def done(name: str) -> None:
+            nonlocal step
+            took[name] = round(time.monotonic() - step, 3)
+            step = time.monotonic()
+
         await self.db(self.store.migrate)
+        done("load_migrate")
         jobs = await self.db(
             lambda: self.store.load_jobs(
                 active_or_ended_after=now - self.config.min_job_age_seconds
             )
         )
+        done("load_jobs")
         nodes = await self.db(self.store.load_nodes)
+        done("load_nodes")
         self.reservations = {r.name: r for r in await self.db(self.store.load_reservations)}
         take_overrides(self, await self.db(self.store.partition_overrides))
         self.revision = await self.db(self.store.revision)
+        done("load_reservations_revision")
         for node in nodes:
             # Agents re-register after a server restart; until then give every node a full
             # timeout of grace instead of declaring it dead for the server's own downtime.
@@ -223,6 +238,7 @@ class Cluster(Mirror):
             )
         for job in jobs:
             self.put(job)
+        done("load_mirror")
 
     async def close(self) -> None:
         self._db.shutdown(wait=True)

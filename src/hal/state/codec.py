@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from hal.core.artifacts import ArtifactRef
@@ -261,11 +262,18 @@ class JobRowMemo:
     (``hal.server.standby``): a row read again unchanged gives the job decoded before,
     so the read at a takeover decodes only the rows changed since the last preload
     (decoding is most of a start's cost: about 0.5 s per 10,000 jobs on an idle core).
+    On PostgreSQL each job is kept with its row's version (``xmin``, the transaction
+    that wrote it): a read asks for the versions first and fetches only the rows whose
+    version it has not seen (``SqlStateStore.load_jobs``), so a takeover neither
+    decodes nor transfers the rows that did not change.
     Used for one load after the takeover, then dropped: the leader's mirror may change
     a job's ``extra`` in place."""
 
     def __init__(self) -> None:
         self._rows: dict[int, tuple[tuple[Any, ...], Job]] = {}
+        self._versions: dict[int, tuple[str, Job]] = {}  # id: (xmin, job), PostgreSQL
+        # ... and their specs, shared across reads (an array's elements share one)
+        self._specs: dict[tuple[str, str], JobSpec] = {}
         self.hits = 0
 
     def job(self, row: Any, specs: dict[tuple[str, str], JobSpec]) -> Job:
@@ -284,6 +292,31 @@ class JobRowMemo:
         """Forget the jobs a whole read did not return (purged, or ended long ago)."""
         for gone in self._rows.keys() - ids:
             del self._rows[gone]
+        for gone in self._versions.keys() - ids:
+            del self._versions[gone]
+        used = {id(job.spec) for _, job in self._versions.values()}
+        self._specs = {k: spec for k, spec in self._specs.items() if id(spec) in used}
+
+    def stale(self, versions: Iterable[tuple[int, str]]) -> list[int]:
+        """Of ``(id, xmin)`` pairs, the ids whose row this memo has not at that version."""
+        known = self._versions
+        stale = []
+        for job_id, version in versions:
+            found = known.get(job_id)
+            if found is None or found[0] != version:
+                stale.append(job_id)
+            else:
+                self.hits += 1
+        return stale
+
+    def versioned(self, row: Any) -> Job:
+        """The job of a row read with its ``xmin``, decoded and kept at that version."""
+        job = job_from_row(row, row.script, self._specs)
+        self._versions[job.id] = (str(row.xmin), job)
+        return job
+
+    def at_version(self, job_id: int) -> Job:
+        return self._versions[job_id][1]
 
 
 def _cpu_parts(row: Any) -> dict[str, str]:

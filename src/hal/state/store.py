@@ -24,12 +24,14 @@ from sqlalchemy import (
     Engine,
     Executable,
     Select,
+    String,
     Table,
     and_,
     bindparam,
     delete,
     func,
     insert,
+    literal_column,
     or_,
     select,
     update,
@@ -498,7 +500,31 @@ class SqlStateStore:
         """Every active job plus the jobs that ended after the given time."""
         t = schema.jobs
         cond = or_(t.c.state.in_(ACTIVE_STATES), t.c.end_time >= active_or_ended_after)
+        if self.job_memo is not None and not self.is_sqlite:
+            return self._select_changed_jobs(cond, self.job_memo)
         return self._select_jobs(cond, memo=self.job_memo)
+
+    def _select_changed_jobs(self, cond: Any, memo: JobRowMemo) -> list[Job]:
+        """PostgreSQL: the jobs meeting ``cond`` in id order, as ``_select_jobs``, with
+        only the rows ``memo`` has not at their current version (``xmin``) fetched whole
+        and decoded. Both reads see one snapshot (REPEATABLE READ)."""
+        t, s = schema.jobs, schema.job_scripts
+        xmin = literal_column("jobs.xmin::text", String).label("xmin")
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                versions = [
+                    (int(r.id), str(r.xmin))
+                    for r in conn.execute(select(t.c.id, xmin).where(cond).order_by(t.c.id))
+                ]
+                stale = memo.stale(versions)
+                stmt = select(t, s.c.script, xmin).join(s, s.c.id == t.c.script_id)
+                for at in range(0, len(stale), IN_LIST):
+                    chunk = stmt.where(t.c.id.in_(stale[at : at + IN_LIST]))
+                    for row in conn.execute(chunk):
+                        memo.versioned(row)
+        memo.keep({job_id for job_id, _ in versions})
+        return [memo.at_version(job_id) for job_id, _ in versions]
 
     def history(
         self,
