@@ -85,22 +85,26 @@ def client(url: str, token: str, samples: int, server_pid: int) -> dict[str, Any
     import httpx
     import psutil
 
+    from hal.client import HalClient
+    from hal.client.config import ClientConfig
     from hal.compat.commands import run
 
     server = psutil.Process(server_pid)
-    os.environ.update(HAL_URL=url, HAL_TOKEN=token)  # (the commands' client reads them)
+    # the commands' client as they make it, with room for a loaded machine's 100,000 jobs
+    config = ClientConfig(url=url, token=token, timeout_seconds=900.0)
+    http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=900)
 
     def squeue(*argv: str) -> tuple[float, float, float, int]:
         out = io.StringIO()
         served = sum(server.cpu_times()[:2])
         wall, cpu = time.perf_counter(), time.process_time()
-        rc = run("squeue", list(argv), stdout=out)
+        rc = run("squeue", list(argv), stdout=out, client_factory=lambda: HalClient(config=config))
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         if rc != 0:
             raise RuntimeError(f"squeue {' '.join(argv)}: exit {rc}")
         return wall, cpu, sum(server.cpu_times()[:2]) - served, out.getvalue().count("\n")
 
-    first = squeue()
+    first = squeue()  # (the server's first list after its start builds every job's JSON)
     walls, cpus, served = [], [], []
     for _ in range(samples):
         wall, cpu, server_cpu, lines = squeue()
@@ -108,7 +112,6 @@ def client(url: str, token: str, samples: int, server_pid: int) -> dict[str, Any
         cpus.append(cpu)
         served.append(server_cpu)
     shown = [squeue("-o", SHOWN)[0] for _ in range(2)]  # (its first: the format's JSON)
-    http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=900)
 
     def listing(params: dict[str, str]) -> tuple[float, dict[str, float], int]:
         """The first list (cold where nothing asked for these fields yet), then more."""
