@@ -2,8 +2,9 @@
 loaded machine's figures compare): the job list behind ``GET /v1/jobs`` and ``squeue``
 (the first after a start, then with every running job's usage sample new, then with
 nothing changed) and a sync's lost-job check, on a real ``Cluster`` over the memory
-store holding R running jobs on N nodes and P pending, no server. Prints one JSON
-object::
+store holding R running jobs on N nodes and P pending, no server; and ``squeue``'s
+part in the client of its default report: the list of the fields it asks for, the
+parse and the layout. Prints one JSON object::
 
     python bench/queue_paths.py [N [R [P]]]                      # 1000 5000 15000
     PYTHONPATH=/path/to/other/tree/src python bench/queue_paths.py
@@ -19,6 +20,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from hal.core.clock import VirtualClock
 from hal.state import agents
@@ -63,6 +65,49 @@ def _samples(cluster: Cluster, nodes: int) -> None:
         }
 
 
+def _squeue(
+    cluster: Cluster, clock: VirtualClock, loop: asyncio.AbstractEventLoop, full: bytes
+) -> dict[str, object]:
+    """``squeue``'s own part of its default report, in the client: the list of the fields
+    it asks for (where this tree asks for some: the server's CPU for it, warm, and its
+    bytes), the parse, and the filter, array folding, sort and layout."""
+    from hal.client.records import records
+    from hal.compat import squeue
+
+    query = squeue.parse_query([])
+    assert query is not None
+    out: dict[str, object] = {}
+    body = full
+    if hasattr(squeue, "query_fields"):
+        from hal.api.job_list import JobListCache
+
+        jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
+        fields = frozenset(squeue.query_fields(query) or ())
+        cache = JobListCache()
+        loop.run_until_complete(cache.body(jobs, cluster, fields))
+        clock.advance(5)
+        t = time.process_time()
+        body = loop.run_until_complete(cache.body(jobs, cluster, fields))
+        out["list_squeue_fields_s"] = round(time.process_time() - t, 3)
+        out["list_squeue_fields_bytes"] = len(body)
+    t = time.process_time()
+    listed = records(body).jobs
+    out["squeue_parse_s"] = round(time.process_time() - t, 3)
+    now = cluster.clock.now()
+    t = time.process_time()
+    if hasattr(squeue, "query_fields"):
+        wanted = squeue._wanted(query)
+        shown = [job for job in listed if wanted(job)]
+    else:
+        wanted_before: Any = squeue._wanted  # (the tree before's: of a job and the query)
+        shown = [job for job in listed if wanted_before(job, query)]
+    shown = squeue.sort_jobs(squeue.fold_arrays(shown), query.sort, now)
+    lines = squeue.job_lines(query.layout, shown, now, header=True)
+    out["squeue_layout_s"] = round(time.process_time() - t, 3)
+    out["squeue_lines"] = len(lines)
+    return out
+
+
 def main(nodes: int, running: int, pending: int) -> dict[str, object]:
     clock = VirtualClock(1_000_000.0)
     cluster = new_cluster(MemoryStateStore(), clock)
@@ -89,6 +134,7 @@ def main(nodes: int, running: int, pending: int) -> dict[str, object]:
         body = listing()
         out[name] = round(time.process_time() - t, 3)
     out["list_bytes"] = len(body)
+    out.update(_squeue(cluster, clock, loop, body))
     syncs = min(nodes, 200)
     t = time.process_time()
     for n in range(syncs):

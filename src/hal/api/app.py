@@ -179,6 +179,7 @@ def _document(app: FastAPI) -> None:
             )
             errors.document(schema)
             routes_events.document(schema)
+            routes_jobs.document(schema)
         return app.openapi_schema or build()
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -469,8 +469,29 @@ LIVE_FIELDS = frozenset(
 )
 
 
-def live_fields(job: Job, cluster: Cluster, now: float) -> dict[str, Any]:
-    """``JobInfo``'s ``LIVE_FIELDS`` of ``job`` at ``now``, every one of them named."""
+# the live fields worked out together (one usage sample, one profile)
+_USAGE_FIELDS = frozenset(
+    {
+        "max_rss_bytes",
+        "cpu_seconds",
+        "user_cpu_seconds",
+        "system_cpu_seconds",
+        "rss_bytes",
+        "usage_time",
+        "gpu_usage",
+    }
+)
+_PROFILE_FIELDS = frozenset({"profile", "profile_class", "latency_sensitive"})
+
+
+def live_fields(
+    job: Job, cluster: Cluster, now: float, only: frozenset[str] | None = None
+) -> dict[str, Any]:
+    """``JobInfo``'s ``LIVE_FIELDS`` of ``job`` at ``now``, every one of them named (and
+    ``profile_fields``' two others); ``only``: just these of ``LIVE_FIELDS``, the others
+    not worked out (a job list that asks for a few fields: ``hal.api.job_list``)."""
+    if only is not None:
+        return _some_live_fields(job, cluster, now, only)
     return {
         "eligible_time": job.shown_eligible_time(now),
         "expected_start": _expected_start(job, now),
@@ -482,6 +503,29 @@ def live_fields(job: Job, cluster: Cluster, now: float) -> dict[str, Any]:
         "suspended_seconds": suspended_seconds(job, now),
         "cost": job_cost(job, now),
     }
+
+
+def _some_live_fields(
+    job: Job, cluster: Cluster, now: float, only: frozenset[str]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "eligible_time" in only:
+        out["eligible_time"] = job.shown_eligible_time(now)
+    if "expected_start" in only:
+        out["expected_start"] = _expected_start(job, now)
+    if not only.isdisjoint(_USAGE_FIELDS):
+        usage = {"rss_bytes": None, "usage_time": None, **usage_fields(job, cluster)}
+        out.update((name, usage[name]) for name in only & _USAGE_FIELDS)
+    if not only.isdisjoint(_PROFILE_FIELDS):
+        profile = profile_fields(job, cluster)
+        out.update((name, profile[name]) for name in only & _PROFILE_FIELDS)
+    if "dependency_state" in only:
+        out["dependency_state"] = dependency_shown(job, cluster)
+    if "suspended_seconds" in only:
+        out["suspended_seconds"] = suspended_seconds(job, now)
+    if "cost" in only:
+        out["cost"] = job_cost(job, now)
+    return out
 
 
 def live_settled(job: Job) -> bool:

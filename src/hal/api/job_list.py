@@ -10,6 +10,12 @@ latest usage sample or other jobs (``convert.LIVE_FIELDS``) are worked out on ev
 request (unless ``convert.live_settled`` says they cannot have changed: a plain pending
 job's) and serialised again only when they changed. The body is the same JSON as
 ``JobList``'s (its fields in another order).
+
+``fields=`` (``field_set``) asks for some of ``JobInfo``'s fields: ``squeue`` asks for
+the dozen its format shows, a sixth of the bytes to send and to parse. Each field set
+asked for keeps its own JSON of each job, worked out from the job alone (its own fields
+validated by a model of just those, its live fields only those asked for), so the full
+form's is never read back; the ``MAX_FIELD_SETS`` asked for last are kept.
 """
 
 from __future__ import annotations
@@ -17,88 +23,174 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, create_model
 
 from hal.api.convert import LIVE_FIELDS, job_fields, live_fields, live_settled
+from hal.core.errors import InvalidRequest
 from hal.core.job import Job
 from hal.state.cluster import Cluster
 from hal.wire.jobs import JobInfo
 
-# the live fields alone, typed and serialised as JobInfo's
-_Live: type[BaseModel] = create_model(  # type: ignore[call-overload]
-    "JobInfoLive",
-    **{name: (f.annotation, f) for name, f in JobInfo.model_fields.items() if name in LIVE_FIELDS},
-)
-_INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
-_LIVE: TypeAdapter[Any] = TypeAdapter(_Live)
 # a few milliseconds of serialising between two turns of the event loop
 YIELD_EVERY = 50
-_OWN, _SHARED = set(JobInfo.model_fields) - LIVE_FIELDS, set(LIVE_FIELDS)
+# field sets whose JSON is kept (squeue's default, -l, a tool's own -o, the dashboard's)
+MAX_FIELD_SETS = 8
+JOB_FIELDS = tuple(JobInfo.model_fields)  # in JobInfo's order: what ``fields=`` may name
+
+
+def _model(name: str, fields: frozenset[str]) -> TypeAdapter[Any]:
+    """An adapter of a model of just ``fields`` of ``JobInfo``, typed as JobInfo's."""
+    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        name, **{n: (f.annotation, f) for n, f in JobInfo.model_fields.items() if n in fields}
+    )
+    return TypeAdapter(model)
+
+
+@dataclass(slots=True)
+class _Shape:
+    """One field set: its own and live fields, how each part is typed and serialised,
+    and each listed job's JSON of it."""
+
+    own: frozenset[str]
+    live: frozenset[str]
+    full: bool  # every field: the own part validated as a whole ``JobInfo``
+    own_model: TypeAdapter[Any]
+    live_model: TypeAdapter[Any]
+    entries: dict[int, _Entry] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, fields: frozenset[str]) -> _Shape:
+        own, live = fields - LIVE_FIELDS, fields & LIVE_FIELDS
+        full = fields == frozenset(JOB_FIELDS)
+        return cls(
+            own,
+            live,
+            full,
+            _model("JobInfoOwn", own),
+            _model("JobInfoLive", live),
+        )
 
 
 @dataclass(slots=True)
 class _Entry:
     job: Job  # the version whose JSON ``head`` is (identity, not equality)
-    head: bytes  # ``{`` and the job's own fields, without the closing brace
+    head: bytes  # the job's own fields, ``"a":1,"b":2``, without braces
     live: dict[str, Any]  # the live fields ``tail`` holds
-    tail: bytes  # ``,`` and the live fields, with the closing brace
-    whole: bytes  # head + tail
+    tail: bytes  # the live fields, without braces
+    whole: bytes  # the object: ``{`` head, a comma where both have fields, tail ``}``
+
+
+def _inner(dumped: bytes) -> bytes:
+    return dumped[1:-1]  # ``{...}`` less its braces
+
+
+def _object(head: bytes, tail: bytes) -> bytes:
+    return b"{" + head + (b"," if head and tail else b"") + tail + b"}"
+
+
+def field_set(text: str | None) -> frozenset[str] | None:
+    """``fields=``: ``JobInfo`` field names, comma-separated, any order; None (every
+    field) where none is named. A name JobInfo does not have is refused, with the names
+    it has."""
+    names = frozenset(n.strip() for n in (text or "").split(",") if n.strip())
+    if not names:
+        return None
+    unknown = sorted(names - frozenset(JOB_FIELDS))
+    if unknown:
+        raise InvalidRequest(
+            f"unknown job field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}; "
+            f"fields= takes these, comma-separated: {', '.join(JOB_FIELDS)}",
+            field="fields",
+        )
+    return names
 
 
 class JobListCache:
-    """Each listed job's JSON, by job id; entries of jobs the mirror no longer holds are
-    dropped when they outnumber the mirror's jobs."""
+    """Each listed job's JSON, by field set and job id; entries of jobs the mirror no
+    longer holds are dropped when they outnumber the mirror's jobs."""
 
     def __init__(self) -> None:
-        self.entries: dict[int, _Entry] = {}
+        self.shapes: dict[frozenset[str], _Shape] = {}
         self.built = 0  # JSON serialised afresh, a job's or its live fields'
 
-    async def body(self, jobs: Sequence[Job], cluster: Cluster) -> bytes:
-        """``{"jobs": [...]}`` of ``jobs``, in their order. Between every ``YIELD_EVERY``
-        jobs serialised afresh it lets the event loop run (the first list after a start
-        builds every job's JSON: seconds at 20,000 jobs); the jobs are the versions
-        ``jobs`` holds, whatever changes meanwhile."""
+    def _shape(self, fields: frozenset[str]) -> _Shape:
+        shape = self.shapes.pop(fields, None)  # (taken out and put back: the latest last)
+        if shape is None:
+            shape = _Shape.of(fields)
+            while len(self.shapes) >= MAX_FIELD_SETS:
+                del self.shapes[next(iter(self.shapes))]
+        self.shapes[fields] = shape
+        return shape
+
+    async def body(
+        self, jobs: Sequence[Job], cluster: Cluster, fields: frozenset[str] | None = None
+    ) -> bytes:
+        """``{"jobs": [...]}`` of ``jobs``, in their order, each with ``fields`` (None:
+        every field). Between every ``YIELD_EVERY`` jobs serialised afresh it lets the
+        event loop run (the first list after a start builds every job's JSON: seconds at
+        20,000 jobs); the jobs are the versions ``jobs`` holds, whatever changes
+        meanwhile."""
+        shape = self._shape(frozenset(JOB_FIELDS) if fields is None else fields)
         now = cluster.clock.now()
         parts: list[bytes] = []
         built = self.built
         for job in jobs:
-            parts.append(self._json(job, cluster, now))
+            parts.append(self._json(shape, job, cluster, now))
             if self.built - built >= YIELD_EVERY:
                 built = self.built
                 await asyncio.sleep(0)
-        if len(self.entries) > 2 * len(cluster.jobs) + 1000:
+        if len(shape.entries) > 2 * len(cluster.jobs) + 1000:
             held = cluster.jobs
-            self.entries = {k: e for k, e in self.entries.items() if held.get(k) is e.job}
+            shape.entries = {k: e for k, e in shape.entries.items() if held.get(k) is e.job}
         return b'{"jobs":[' + b",".join(parts) + b"]}"
 
-    def _json(self, job: Job, cluster: Cluster, now: float) -> bytes:
-        entry = self.entries.get(job.id)
-        if entry is not None and entry.job is job and live_settled(job):
+    def _json(self, shape: _Shape, job: Job, cluster: Cluster, now: float) -> bytes:
+        entry = shape.entries.get(job.id)
+        if entry is not None and entry.job is job and (not shape.live or live_settled(job)):
             return entry.whole  # (most of a queue: no field to work out)
-        live = live_fields(job, cluster, now)
         if entry is None or entry.job is not job:
-            info = JobInfo(**job_fields(job), **live)  # validated once per version
-            head = _INFO.dump_json(info, include=_OWN)[:-1]
-            tail = b"," + _INFO.dump_json(info, include=_SHARED)[1:]
-            entry = self.entries[job.id] = _Entry(job, head, live, tail, head + tail)
+            entry = shape.entries[job.id] = self._build(shape, job, cluster, now)
             self.built += 1
-        elif entry.live != live:
+            return entry.whole
+        live = live_fields(job, cluster, now, None if shape.full else shape.live)
+        if entry.live != live:
             entry.live = live
-            entry.tail = b"," + _LIVE.dump_json(_LIVE.validate_python(live))[1:]
-            entry.whole = entry.head + entry.tail
+            entry.tail = _inner(shape.live_model.dump_json(shape.live_model.validate_python(live)))
+            entry.whole = _object(entry.head, entry.tail)
             self.built += 1
         return entry.whole
 
+    def _build(self, shape: _Shape, job: Job, cluster: Cluster, now: float) -> _Entry:
+        if shape.full:
+            live = live_fields(job, cluster, now)
+            info = JobInfo(**job_fields(job), **live)  # validated once per version
+            head = _inner(_INFO.dump_json(info, include=set(shape.own)))
+            tail = _inner(_INFO.dump_json(info, include=set(shape.live)))
+            return _Entry(job, head, live, tail, _object(head, tail))
+        live = live_fields(job, cluster, now, shape.live)
+        head = b""
+        if shape.own:
+            values = job_fields(job)
+            if not shape.own <= values.keys():  # (two of profile_fields' are the job's)
+                values.update(live_fields(job, cluster, now))
+            own = {name: values[name] for name in shape.own if name in values}
+            head = _inner(shape.own_model.dump_json(shape.own_model.validate_python(own)))
+        tail = _inner(shape.live_model.dump_json(shape.live_model.validate_python(live)))
+        return _Entry(job, head, live, tail, _object(head, tail))
 
+
+_INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
 _CACHES: weakref.WeakKeyDictionary[Cluster, JobListCache] = weakref.WeakKeyDictionary()
 
 
-async def job_list_body(jobs: Sequence[Job], cluster: Cluster) -> bytes:
+async def job_list_body(
+    jobs: Sequence[Job], cluster: Cluster, fields: frozenset[str] | None = None
+) -> bytes:
     """``JobListCache.body`` with the cache kept for ``cluster``."""
     cache = _CACHES.get(cluster)
     if cache is None:
         cache = _CACHES[cluster] = JobListCache()
-    return await cache.body(jobs, cluster)
+    return await cache.body(jobs, cluster, fields)

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import hashlib
 from signal import SIGKILL
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from hal.api.convert import job_info, nul_field
 from hal.api.deps import caller_dep, services_dep
 from hal.api.fastpath import body_schema, is_json, json_response, not_json, read_body
-from hal.api.job_list import job_list_body
+from hal.api.job_list import field_set, job_list_body
 from hal.api.submit import spec_of, submission
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job
@@ -178,6 +178,13 @@ def _states(text: str | None) -> set[JobState] | None:
     return out
 
 
+FIELDS_DOC = (
+    "Only these of each job's fields (JobInfo's names, comma-separated; e.g. "
+    "id,display_id,state,partition): `squeue` asks for those its format shows. Without "
+    "it, every field. A name JobInfo does not have is refused (400) with those it has."
+)
+
+
 @router.get("", response_model=JobList)
 async def list_jobs(
     ctx: Ctx,
@@ -192,7 +199,11 @@ async def list_jobs(
     start_after: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     end_before: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 1_000_000,
+    fields: Annotated[str | None, Query(description=FIELDS_DOC)] = None,
 ) -> Response:
+    """The queue (``squeue``), or with ``history`` every job ever run (``sacct``); each
+    job with every field, or with ``fields`` only those named."""
+    wanted = field_set(fields)
     wanted_states = _states(state)
     users, parts, names = (
         set(_parse_list(user)),
@@ -231,12 +242,46 @@ async def list_jobs(
         jobs.sort(key=lambda j: j.id)
         jobs = jobs[:limit]
     if not history:  # the queue, from each job's JSON kept between requests
-        return Response(await job_list_body(jobs, ctx.cluster), media_type="application/json")
+        body = await job_list_body(jobs, ctx.cluster, wanted)
+        return Response(body, media_type="application/json")
     infos = [job_info(j, ctx.cluster) for j in jobs]
-    if infos:
+    if infos and (wanted is None or "steps" in wanted):
         await _add_steps(ctx, infos)
+    if infos and (wanted is None or "runs" in wanted):
         await _add_runs(ctx, infos)
-    return json_response(JobList(jobs=infos))
+    if wanted is None:
+        return json_response(JobList(jobs=infos))
+    body = _LIST.dump_json(JobList(jobs=infos), include={"jobs": {"__all__": set(wanted)}})
+    return Response(body, media_type="application/json")
+
+
+_LIST: TypeAdapter[JobList] = TypeAdapter(JobList)
+
+
+def document(openapi: dict[str, Any]) -> None:
+    """Say in ``openapi`` that a job of ``GET /v1/jobs`` with ``fields`` holds only those:
+    its answer is a ``JobList``, or, with ``fields``, a ``JobListFields`` (JobInfo's
+    fields, none required)."""
+    schemas = openapi["components"]["schemas"]
+    some = {key: value for key, value in schemas["JobInfo"].items() if key != "required"}
+    some["title"] = "JobInfoFields"
+    some["description"] = "A job's fields asked for with fields= (JobInfo's, any subset)"
+    schemas["JobInfoFields"] = some
+    schemas["JobListFields"] = {
+        "type": "object",
+        "title": "JobListFields",
+        "properties": {
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/JobInfoFields"}}
+        },
+        "required": ["jobs"],
+    }
+    content = openapi["paths"]["/v1/jobs"]["get"]["responses"]["200"]["content"]
+    content["application/json"]["schema"] = {
+        "anyOf": [
+            {"$ref": "#/components/schemas/JobList"},
+            {"$ref": "#/components/schemas/JobListFields"},
+        ]
+    }
 
 
 async def _add_runs(ctx: Services, infos: list[JobInfo]) -> None:

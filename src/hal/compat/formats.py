@@ -228,7 +228,27 @@ def render_rows(
     uncut: Callable[[str, str], bool] | None = None,
     whole_titles: Container[str] = (),
 ) -> list[str]:
-    """Lay out rows (letter → value) under ``layout``, with a title row first if ``header``.
+    """Lay out rows (letter → value) under ``layout``, with a title row first if ``header``
+    (``render_columns``, of the rows' columns)."""
+    letters = {part.letter for part in layout if isinstance(part, Field)}
+    columns = {letter: [row.get(letter, "") for row in rows] for letter in letters}
+    return render_columns(
+        layout, titles, columns, len(rows), header=header, uncut=uncut, whole_titles=whole_titles
+    )
+
+
+def render_columns(
+    layout: list[Field | str],
+    titles: dict[str, str],
+    columns: dict[str, list[str]],
+    count: int,
+    *,
+    header: bool = True,
+    uncut: Callable[[str, str], bool] | None = None,
+    whole_titles: Container[str] = (),
+) -> list[str]:
+    """Lay out ``count`` rows given as columns (letter → each row's value; a letter
+    missing: empty) under ``layout``, with a title row first if ``header``.
 
     ``auto`` widths (sinfo's ``%#P``) fit the widest value or title; the title counts even
     without ``header`` so columns do not shift when ``-h`` is given. A right-aligned value
@@ -236,30 +256,46 @@ def render_rows(
     lists and durations (``%.5N``, ``%.2l``: Slurm 22.05.8's print.c passes them with
     cut_output false), nor is the title of a ``whole_titles`` letter (``NODELIST``, but
     ``REQ_NODES`` is cut). Left-aligned columns cut every value.
+
+    Each distinct value of a column is laid out once (a queue of 100,000 jobs has few
+    partitions, users, states and reasons), and the lines are joined column by column.
     """
+    empty = [""] * count
     widths: dict[int, int] = {}
     for index, part in enumerate(layout):
         if isinstance(part, Field) and part.auto:
-            cells = [row.get(part.letter, "") for row in rows] + [titles.get(part.letter, "")]
-            widths[index] = max(len(c) for c in cells)
+            distinct = set(columns.get(part.letter, empty))
+            widths[index] = max(len(c) for c in [*distinct, titles.get(part.letter, "")])
     lines = []
-    for row in ([titles] if header else []) + rows:
+    if header:
         out = []
         for index, part in enumerate(layout):
             if isinstance(part, str):
                 out.append(part)
             else:
-                width = widths.get(index, part.width)
-                value = row.get(part.letter, "")
-                if row is titles:
-                    whole = part.letter in whole_titles
-                else:
-                    whole = uncut is not None and uncut(part.letter, value)
-                if part.right and whole:
+                width, value = widths.get(index, part.width), titles.get(part.letter, "")
+                if part.right and part.letter in whole_titles:
                     out.append(value.rjust(width))
                 else:
                     out.append(cell(value, width, part.right))
         lines.append("".join(out))
+    if not count:
+        return lines
+    laid: list[list[str]] = []
+    for index, part in enumerate(layout):
+        if isinstance(part, str):
+            laid.append([part] * count)
+            continue
+        values = columns.get(part.letter, empty)
+        width = widths.get(index, part.width)
+        shown: dict[str, str] = {}
+        for value in set(values):
+            if part.right and uncut is not None and uncut(part.letter, value):
+                shown[value] = value.rjust(width)
+            else:
+                shown[value] = cell(value, width, part.right)
+        laid.append(list(map(shown.__getitem__, values)))
+    lines.extend(map("".join, zip(*laid, strict=True)) if laid else empty)  # (no column)
     return lines
 
 

@@ -67,6 +67,7 @@ class Client(Protocol):
         start_after: float | None = None,
         end_before: float | None = None,
         validate: bool = True,
+        fields: list[str] | None = None,
     ) -> list[JobInfo]: ...
 
     def job(self, job_id: int | str) -> JobInfo: ...

@@ -23,9 +23,15 @@ from hal.compat.formats import (
     Field,
     parse_format,
     parse_long_names,
-    render_rows,
+    render_columns,
 )
-from hal.compat.job_fields import JOB_LETTERS, LONG_FIELD_WIDTH, LONG_FIELDS, time_used
+from hal.compat.job_fields import (
+    JOB_LETTERS,
+    LETTER_FIELDS,
+    LONG_FIELD_WIDTH,
+    LONG_FIELDS,
+    time_used,
+)
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Client, Console
 from hal.compat.user_names import resolve_user
@@ -38,6 +44,8 @@ from hal.slurm.syntax import compress_indices, expand_hostlist
 # module is imported where it is asked for, as the state names where -t needs them.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from hal.wire.jobs import JobInfo
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
@@ -370,10 +378,10 @@ def _show(query: Query, console: Console) -> int:
         # Ask only by id, then filter here: an id that exists but is filtered away (a job
         # that has ended, without -t) prints nothing, while an id that does not exist is
         # an error, as Slurm's; an element an existing array does not have is no error.
-        jobs = _by_ids(client, query.ids)
+        jobs = _by_ids(client, query.ids, query_fields(query))
         if not jobs and len(query.ids) == 1:
             (item,) = query.ids
-            if "_" not in item or not _by_ids(client, [item.split("_")[0]]):
+            if "_" not in item or not _by_ids(client, [item.split("_")[0]], ["id"]):
                 console.err(INVALID_JOB_ID)
                 return 1
     else:
@@ -381,13 +389,16 @@ def _show(query: Query, console: Console) -> int:
             query.states is not None and _any_ended(query.states)
         )
         jobs = client.jobs(
+            states=_server_states(query.states),
             users=query.users or None,
             partitions=query.partitions or None,
             names=query.names or None,
             include_finished=finished,
             validate=False,
+            fields=query_fields(query),
         )
-    jobs = [job for job in jobs if _wanted(job, query)]
+    wanted = _wanted(query)
+    jobs = [job for job in jobs if wanted(job)]
     if not query.unfold:
         jobs = fold_arrays(jobs)
     now = console.clock()
@@ -429,33 +440,101 @@ def _show_steps(query: Query, console: Console) -> int:
     return 0
 
 
-def _by_ids(client: Client, ids: list[str]) -> list[JobInfo]:
+def _by_ids(client: Client, ids: list[str], fields: list[str] | None = None) -> list[JobInfo]:
     try:
-        return client.jobs(ids=ids, include_finished=True, validate=False)
+        return client.jobs(ids=ids, include_finished=True, validate=False, fields=fields)
     except NotFound:  # a server may answer an unknown id with 404 rather than []
         return []
 
 
-def _wanted(job: JobInfo, query: Query) -> bool:
-    if query.states is not None:
-        if job.state not in query.states:
-            return False
-    elif job.state not in DEFAULT_STATES and not query.json:
-        return False  # (with -j too: Slurm 22.05.8 needs -t all; --json lists ended jobs)
-    if query.ids and not any(_id_matches(job, item) for item in query.ids):
-        return False
-    if query.nodes and query.nodes.isdisjoint(job.nodes):
-        return False
-    if query.partitions and set(job.partition.split(",")).isdisjoint(query.partitions):
-        return False  # (a pending job may list several: -p a,b)
-    checks = (
-        (query.users, job.user),
-        (query.names, job.name),
-        (query.accounts, job.account or ""),
-        (query.qos, job.qos or ""),
-        (query.reservations, job.reservation or ""),
-    )
-    return all(not wanted or value in wanted for wanted, value in checks)
+# What squeue reads of every job whatever it shows: its id and state (sorting, -j, the
+# default states, -t) and its array (folding pending elements)
+_BASE_FIELDS = ("id", "display_id", "state", "array_job_id", "array_task_id", "array_max_running")
+# the fields -S sorts by where they are not its column's (``_SORT_NUMBERS``)
+_SORT_FIELDS = {
+    "i": ("id",),
+    "A": ("id",),
+    "t": ("state",),
+    "T": ("state",),
+    "p": ("priority",),
+    "Q": ("priority",),
+    "D": ("node_count",),
+    "C": ("cpus",),
+    "V": ("submit_time",),
+}
+# Query's filters (``_wanted``) and the field each reads
+_FILTER_FIELDS = (
+    ("users", "user"),
+    ("names", "name"),
+    ("accounts", "account"),
+    ("qos", "qos"),
+    ("reservations", "reservation"),
+    ("partitions", "partition"),
+    ("nodes", "nodes"),
+    ("ids", "het_job_id"),
+)
+
+
+def query_fields(query: Query) -> list[str] | None:
+    """The ``JobInfo`` fields ``query`` reads (``GET /v1/jobs?fields=``): its columns',
+    its sort keys', its filters' and ``_BASE_FIELDS``; None (every field) for --json."""
+    if query.json:
+        return None
+    fields = set(_BASE_FIELDS)
+    for part in query.layout:
+        if isinstance(part, Field):
+            fields.update(LETTER_FIELDS[part.letter])
+    for letter, _ in sort_keys(query.sort):
+        fields.update(_SORT_FIELDS.get(letter) or LETTER_FIELDS.get(letter, ()))
+    fields.update(name for given, name in _FILTER_FIELDS if getattr(query, given))
+    return sorted(fields)
+
+
+def _server_states(states: set[str] | None) -> list[str] | None:
+    """-t's states for the server to filter by (``state=``): the names HAL has of them,
+    where they are not every one (the others, Slurm's that HAL never gives a job,
+    match nothing: squeue's own filter drops them)."""
+    from hal.core.state_names import JOB_STATE_CODES
+
+    known = sorted(set(states or ()) & JOB_STATE_CODES.keys())
+    return known if known and len(known) < len(JOB_STATE_CODES) else None
+
+
+def _wanted(query: Query) -> Callable[[JobInfo], bool]:
+    """Whether a job is one ``query`` shows: the checks it asks for, made once (a
+    queue of 100,000 jobs goes through them)."""
+    states: set[str] | frozenset[str] | None = query.states
+    if states is None and not query.json:
+        states = DEFAULT_STATES  # (with -j too: Slurm 22.05.8 needs -t all; --json lists ended)
+    checks: list[Callable[[JobInfo], bool]] = []
+    if query.ids:
+        ids = query.ids
+        checks.append(lambda job: any(_id_matches(job, item) for item in ids))
+    if query.nodes:
+        nodes = query.nodes
+        checks.append(lambda job: not nodes.isdisjoint(job.nodes))
+    if query.partitions:  # (a pending job may list several: -p a,b)
+        parts = set(query.partitions)
+        checks.append(lambda job: not parts.isdisjoint(job.partition.split(",")))
+    for given, read in (
+        (query.users, lambda job: job.user),
+        (query.names, lambda job: job.name),
+        (query.accounts, lambda job: job.account or ""),
+        (query.qos, lambda job: job.qos or ""),
+        (query.reservations, lambda job: job.reservation or ""),
+    ):
+        if given:
+            checks.append(_one_of(set(given), read))
+    if states is not None:
+        shown = frozenset(states)
+        checks.insert(0, lambda job: job.state in shown)
+    if len(checks) <= 1:
+        return checks[0] if checks else lambda job: True
+    return lambda job: all(check(job) for check in checks)
+
+
+def _one_of(given: set[str], read: Callable[[JobInfo], str]) -> Callable[[JobInfo], bool]:
+    return lambda job: read(job) in given
 
 
 def _id_matches(job: JobInfo, item: str) -> bool:
@@ -485,10 +564,20 @@ def job_lines(
 ) -> list[str]:
     letters = {part.letter for part in layout if isinstance(part, Field)}
     titles = {letter: JOB_LETTERS[letter][0] for letter in letters}
-    rows = [{letter: JOB_LETTERS[letter][1](job, now) for letter in letters} for job in jobs]
-    return render_rows(
-        layout, titles, rows, header=header, uncut=_uncut, whole_titles=_NODE_LIST_TITLES
+    columns = {letter: _column(JOB_LETTERS[letter][1], jobs, now) for letter in letters}
+    return render_columns(
+        layout,
+        titles,
+        columns,
+        len(jobs),
+        header=header,
+        uncut=_uncut,
+        whole_titles=_NODE_LIST_TITLES,
     )
+
+
+def _column(value: Callable[[JobInfo, float], str], jobs: list[JobInfo], now: float) -> list[str]:
+    return [value(job, now) for job in jobs]
 
 
 def fold_arrays(jobs: list[JobInfo]) -> list[JobInfo]:
@@ -534,27 +623,22 @@ def _limit(seconds: float) -> float:
     return seconds if seconds > 0 else float("inf")
 
 
-def _sort_value(job: JobInfo, key: str, now: float) -> tuple[float, str]:
-    number: dict[str, float] = {
-        "i": job.id,
-        "A": job.id,
-        "t": _STATE_ORDER.get(job.state, 99),
-        "T": _STATE_ORDER.get(job.state, 99),
-        "p": job.priority,
-        "Q": job.priority,
-        "D": job.node_count,
-        "C": job.cpus,
-        "V": job.submit_time,
-        "l": _limit(job.time_limit_seconds),
-        "L": _limit(job.time_limit_seconds) - time_used(job, now),
-        "M": time_used(job, now),
-        "S": job.start_time or job.expected_start or float("inf"),
-    }
-    if key in number:
-        return number[key], ""
-    if key in JOB_LETTERS:
-        return 0.0, JOB_LETTERS[key][1](job, now)
-    raise HalError(f"Invalid sort specification: {key}")
+# -S keys that sort by a number (the others by their column's text)
+_SORT_NUMBERS: dict[str, Callable[[JobInfo, float], float]] = {
+    "i": lambda j, now: j.id,
+    "A": lambda j, now: j.id,
+    "t": lambda j, now: _STATE_ORDER.get(j.state, 99),
+    "T": lambda j, now: _STATE_ORDER.get(j.state, 99),
+    "p": lambda j, now: j.priority,
+    "Q": lambda j, now: j.priority,
+    "D": lambda j, now: j.node_count,
+    "C": lambda j, now: j.cpus,
+    "V": lambda j, now: j.submit_time,
+    "l": lambda j, now: _limit(j.time_limit_seconds),
+    "L": lambda j, now: _limit(j.time_limit_seconds) - time_used(j, now),
+    "M": time_used,
+    "S": lambda j, now: j.start_time or j.expected_start or float("inf"),
+}
 
 
 def sort_jobs(jobs: list[JobInfo], spec: str, now: float) -> list[JobInfo]:
@@ -564,9 +648,14 @@ def sort_jobs(jobs: list[JobInfo], spec: str, now: float) -> list[JobInfo]:
     for letter, descending in reversed(sort_keys(spec)):
         if letter in _IGNORED_SORT_LETTERS:
             continue
-
-        def value(job: JobInfo, letter: str = letter) -> tuple[float, str]:
-            return _sort_value(job, letter, now)
-
-        ordered.sort(key=value, reverse=descending)
+        ordered.sort(key=_sort_key(letter, now), reverse=descending)
     return ordered
+
+
+def _sort_key(letter: str, now: float) -> Callable[[JobInfo], float | str]:
+    """What -S ``letter`` sorts a job by: a number, or its column's text."""
+    number = _SORT_NUMBERS.get(letter)
+    if number is not None:
+        return lambda job: number(job, now)
+    text = JOB_LETTERS[letter][1]
+    return lambda job: text(job, now)

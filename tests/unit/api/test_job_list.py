@@ -8,9 +8,12 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from hal.api.convert import job_info
-from hal.api.job_list import JobListCache
+from hal.api.job_list import JOB_FIELDS, MAX_FIELD_SETS, JobListCache, field_set
 from hal.core.clock import VirtualClock
+from hal.core.errors import InvalidRequest
 from hal.core.states import JobState, PendingReason
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
@@ -27,9 +30,13 @@ def fresh(cluster: Cluster) -> Any:
     return json.loads(JobList(jobs=[job_info(j, cluster) for j in jobs]).model_dump_json())
 
 
-def kept(cache: JobListCache, cluster: Cluster) -> Any:
+def kept(cache: JobListCache, cluster: Cluster, fields: frozenset[str] | None = None) -> Any:
     jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
-    return json.loads(asyncio.run(cache.body(jobs, cluster)))
+    return json.loads(asyncio.run(cache.body(jobs, cluster, fields)))
+
+
+def only(listed: Any, fields: frozenset[str]) -> Any:
+    return {"jobs": [{k: v for k, v in job.items() if k in fields} for job in listed["jobs"]]}
 
 
 def test_the_kept_list_follows_jobs_clock_samples_and_dependencies() -> None:
@@ -72,3 +79,95 @@ def test_the_kept_list_follows_jobs_clock_samples_and_dependencies() -> None:
     built = cache.built
     assert kept(cache, cluster) == fresh(cluster)
     assert cache.built == built
+
+
+# squeue's default format's fields; one with live fields of every kind; the profile's two
+# that are the job's own; one live field alone; the defaults no conversion sets
+FIELD_SETS = [
+    frozenset(
+        [
+            "id",
+            "display_id",
+            "array_job_id",
+            "array_task_id",
+            "array_max_running",
+            "partition",
+            "name",
+            "user",
+            "state",
+            "state_code",
+            "start_time",
+            "end_time",
+            "suspended_seconds",
+            "node_count",
+            "nodes",
+            "reason",
+            "priority",
+        ]
+    ),
+    frozenset(
+        ["id", "expected_start", "eligible_time", "max_rss_bytes", "cost", "dependency_state"]
+    ),
+    frozenset({"malleable", "feedback_action", "profile", "name"}),
+    frozenset({"suspended_seconds"}),
+    frozenset({"steps", "runs", "predicted_end", "id"}),
+]
+
+
+def test_each_field_set_lists_those_fields_of_the_full_form_as_jobs_change() -> None:
+    """``fields=``: every job with exactly the fields asked for, their values the full
+    form's, while the clock moves, a usage sample comes and jobs change; a field set
+    asked for again serialises only what changed."""
+    clock = VirtualClock(1_000_000.0)
+    cluster = new_cluster(MemoryStateStore(), clock)
+    now = clock.now()
+    store(
+        cluster,
+        make_job(1).build(),
+        make_job(2).running_on("n1", start=now - 10).build(),
+        make_job(3).depends("afterok:2").reason(PendingReason.DEPENDENCY).build(),
+        make_job(5).running_on("n1", start=now - 5, state=JobState.SUSPENDED).build(),
+    )
+    cluster.put(cluster.jobs[5].evolve(extra=suspension({}, now - 2)))
+    cache = JobListCache()
+    for fields in FIELD_SETS:
+        shown = kept(cache, cluster, fields)
+        assert shown == only(fresh(cluster), fields)
+        assert all(job.keys() == fields for job in shown["jobs"])
+    clock.advance(30)
+    session: AgentSession = cluster.agent_sessions["n1"]
+    sample = JobUsage(job_id=2, attempt=0, rss_bytes=5, max_rss_bytes=9, cpu_seconds=3.5)
+    session.usage = {2: (clock.now(), sample)}
+    cluster.put(cluster.jobs[1].evolve(priority=78))
+    for fields in FIELD_SETS:
+        assert kept(cache, cluster, fields) == only(fresh(cluster), fields)
+    assert kept(cache, cluster, FIELD_SETS[1])["jobs"][1]["max_rss_bytes"] == 9
+    assert kept(cache, cluster, FIELD_SETS[0])["jobs"][3]["suspended_seconds"] == 32.0
+    built = cache.built
+    assert kept(cache, cluster, FIELD_SETS[2]) == only(fresh(cluster), FIELD_SETS[2])
+    assert cache.built == built  # (no live field of these follows the clock here)
+    assert kept(cache, cluster) == fresh(cluster)  # the full form alongside
+
+
+def test_the_cache_keeps_the_field_sets_asked_for_last() -> None:
+    clock = VirtualClock(1_000_000.0)
+    cluster = new_cluster(MemoryStateStore(), clock)
+    store(cluster, make_job(1).build())
+    cache = JobListCache()
+    for name in JOB_FIELDS[: MAX_FIELD_SETS + 3]:
+        kept(cache, cluster, frozenset({name}))
+    assert len(cache.shapes) == MAX_FIELD_SETS
+    assert frozenset({JOB_FIELDS[MAX_FIELD_SETS + 2]}) in cache.shapes
+    assert frozenset({JOB_FIELDS[0]}) not in cache.shapes
+
+
+def test_fields_names_jobinfo_fields_and_refuses_others_naming_those_there_are() -> None:
+    assert field_set(None) is None
+    assert field_set(" , ") is None  # none named: every field
+    assert field_set("id, state,id") == frozenset({"id", "state"})
+    with pytest.raises(InvalidRequest) as refused:
+        field_set("id,colour,shape")
+    message = refused.value.message
+    assert "unknown job fields: colour, shape" in message
+    assert "display_id" in message and "suspended_seconds" in message
+    assert refused.value.field == "fields"

@@ -132,6 +132,9 @@ class FakeClient:
     user: str = "root"
     admin: bool = False
     next_id: int = 42
+    # jobs(fields=...): only those fields of each, as the server sends them; False: every
+    # field, as a server that does not know fields= sends them
+    fields: bool = True
     submitted: list[JobSubmit] = field(default_factory=list)
     cancelled: list[tuple[str, int | None]] = field(default_factory=list)
     batch_only: list[str] = field(default_factory=list)  # cancel(batch_only=True)'s ids
@@ -237,7 +240,13 @@ class FakeClient:
                 continue
             out.append(info)
         if not validate:
-            return records(JobList(jobs=out).model_dump_json()).jobs  # type: ignore[no-any-return]
+            fields = query.get("fields")
+            listed = JobList(jobs=out)
+            if fields and self.fields:
+                body = listed.model_dump_json(include={"jobs": {"__all__": set(fields)}})
+            else:
+                body = listed.model_dump_json()
+            return records(body).jobs  # type: ignore[no-any-return]
         return out
 
     def job(self, job_id: int | str) -> JobInfo:

@@ -1,0 +1,111 @@
+"""``squeue`` asks a live server for only the fields its format reads
+(``GET /v1/jobs?fields=``) and prints exactly what it prints with every field, for a
+queue with running, pending, held, dependent, array and finished jobs, in several
+formats; the REST list answers with just the fields named and refuses a name a job does
+not have, saying which there are."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hal.client import HalClient
+from hal.compat.commands import run
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobInfo
+
+
+class EveryField(HalClient):
+    """A client that lists every field of each job whatever squeue asks for, as a
+    server without ``fields=`` answers."""
+
+    def jobs(self, **query: Any) -> list[JobInfo]:
+        query.pop("fields", None)
+        return super().jobs(**query)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = LiveServer(tmp_path_factory.mktemp("hal"), config_overrides={"kill_wait_seconds": 2})
+    with server, server.agents(1, cpus=2, memory="1G"):
+        yield server
+
+
+def _sbatch(server: LiveServer, cwd: Path, *args: str, wrap: str = "sleep 300") -> int:
+    out = server.cli("sbatch", "--parsable", *args, "--wrap", wrap, cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip().split(";")[0])
+
+
+def _squeue(client: HalClient, now: float, *argv: str) -> str:
+    out, err = io.StringIO(), io.StringIO()
+    rc = run(
+        "squeue", list(argv), client_factory=lambda: client, stdout=out, stderr=err,
+        clock=lambda: now,
+    )  # fmt: skip
+    assert rc == 0, err.getvalue()
+    return out.getvalue()
+
+
+FORMATS = [
+    [],
+    ["-l"],
+    ["-t", "all"],
+    ["-t", "all", "-o", "%all"],
+    ["-t", "all", "-O", "JobID,Name,State,Reason,TimeUsed,NumNodes,NodeList,Dependency"],
+    ["--start"],
+    ["-S", "-p,i", "-o", "%i %p %Q %V %l %L"],
+    ["-r", "-t", "PD,R"],
+    ["-n", "arr", "-r"],
+]
+
+
+def test_squeue_prints_the_same_with_the_fields_it_asks_for(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    done = _sbatch(live, tmp_path, "-J", "quick", wrap="true")
+    c = live.client()
+    wait_until(lambda: c.job(done).state == "COMPLETED", message="the quick job to end")
+    runner = _sbatch(live, tmp_path, "-c", "1", "-J", "runner")
+    wait_until(lambda: c.job(runner).state == "RUNNING", message="the runner to start")
+    _sbatch(live, tmp_path, "-c", "2", "-J", "arr", "--array", "1-4%2")
+    _sbatch(live, tmp_path, "-H", "-J", "held")
+    _sbatch(live, tmp_path, "-d", f"afterok:{runner}", "-J", "after")
+    some, every = live.client(), EveryField(live.url, live.token)
+    now = time.time() + 5
+    try:
+        for argv in FORMATS:
+            asked = _squeue(some, now, *argv)
+            assert asked == _squeue(every, now, *argv), argv
+            assert len(asked.splitlines()) >= 3, (argv, asked)
+        # -j: one job, any state
+        assert _squeue(some, now, "-j", str(done)) == _squeue(every, now, "-j", str(done))
+    finally:
+        c.cancel(str(runner))
+
+
+def test_the_list_sends_the_fields_named_and_refuses_unknown_ones(live: LiveServer) -> None:
+    auth = {"Authorization": f"Bearer {live.token}"}
+    got = httpx.get(
+        f"{live.url}/v1/jobs", params={"fields": "id,state", "all": "true"}, headers=auth
+    )
+    assert got.status_code == 200
+    listed = got.json()["jobs"]
+    assert listed and all(job.keys() == {"id", "state"} for job in listed)
+    records = live.client().jobs(include_finished=True, validate=False, fields=["display_id"])
+    assert records and all(vars(r).keys() == {"display_id"} for r in records)
+    refused = httpx.get(f"{live.url}/v1/jobs", params={"fields": "id,colour"}, headers=auth)
+    assert refused.status_code == 400
+    problem = refused.json()
+    assert "colour" in problem["detail"] and "display_id" in problem["detail"]
+    history = httpx.get(
+        f"{live.url}/v1/jobs", params={"fields": "id,steps", "history": "true"}, headers=auth
+    )
+    assert history.status_code == 200
+    assert all(job.keys() == {"id", "steps"} for job in history.json()["jobs"])

@@ -1,0 +1,121 @@
+"""squeue asks the server for the fields its format, sort and filters read
+(``GET /v1/jobs?fields=``, ``hal.compat.squeue.query_fields``), not all 99 of a job's:
+every column, sort key and filter shows the same with just those as with every field,
+over a queue of jobs in every shape a column reads differently."""
+
+from __future__ import annotations
+
+import pytest
+from compat_fakes import T0, FakeClient, call, job, node, running
+
+from hal.compat.job_fields import JOB_LETTERS, LETTER_FIELDS, LONG_FIELDS
+from hal.compat.squeue import SORT_LETTERS, parse_query, query_fields
+from hal.wire.jobs import JobInfo
+
+
+def queue() -> list[JobInfo]:
+    return [
+        job(3, account="physics", qos="high", comment="note", licenses="matlab:1"),
+        *[
+            job(7 + i, array_job_id=4, array_task_id=i, array_max_running=2, name="arr")
+            for i in (1, 2, 3)
+        ],
+        job(6, reason="Dependency", dependency_state="afterok:5(unfulfilled)"),
+        job(12, expected_start=T0 + 600, time_limit_seconds=7200, reservation="maint"),
+        running(2, name="runner", time_limit_seconds=3600, user="alice", partition="gpu"),
+        running(
+            13,
+            nodes=["vm1", "vm2"],
+            node_count=2,
+            gpus=4,
+            memory_whole_node=True,
+            exclusive=True,
+            script_path="/home/root/job.sh",
+            script_args=["a", "b"],
+            het_job_id=13,
+            het_job_offset=0,
+            het_job_id_set="13-14",
+            constraint=["ib"],
+        ),
+        running(15, state="SUSPENDED", suspended_seconds=30.0, wckey="w", restarts=1),
+        job(1, state="FAILED", reason="NonZeroExitCode", start_time=T0, end_time=T0 + 5),
+        job(11, state="CANCELLED", reason="None", end_time=T0 + 5),
+        job(16, partition="debug,gpu", req_nodes=["vm1"], exc_nodes=["vm2"], nice=5),
+    ]
+
+
+def both(*argv: str) -> tuple[str, str]:
+    """squeue's output with the fields it asks for, and with every field."""
+    nodes = [node(name) for name in ("vm", "vm1", "vm2")]
+    some = FakeClient(job_list=queue(), node_list=nodes)
+    every = FakeClient(job_list=queue(), node_list=nodes, fields=False)
+    asked, whole = call(some, "squeue", *argv), call(every, "squeue", *argv)
+    assert asked.rc == whole.rc == 0, asked.err
+    assert some.jobs_calls[-1]["fields"] is not None  # (the fields were asked for)
+    return asked.out, whole.out
+
+
+@pytest.mark.parametrize("letter", sorted(k for k in JOB_LETTERS if len(k) == 1))
+def test_every_format_letter_shows_the_same_with_the_fields_it_asks_for(letter: str) -> None:
+    asked, whole = both("-t", "all", "-r", "-o", f"%i %{letter}")
+    assert asked == whole
+    assert len(asked.splitlines()) == 1 + len(queue())
+
+
+@pytest.mark.parametrize("name", sorted(LONG_FIELDS))
+def test_every_long_name_shows_the_same_with_the_fields_it_asks_for(name: str) -> None:
+    asked, whole = both("-t", "all", "-O", f"JobArrayID,{name}")
+    assert asked == whole
+
+
+@pytest.mark.parametrize("letter", sorted(SORT_LETTERS))
+def test_every_sort_key_sorts_the_same_with_the_fields_it_asks_for(letter: str) -> None:
+    for key in (letter, f"-{letter}"):
+        asked, whole = both("-t", "all", "-o", "%i", "-S", key)
+        assert asked == whole
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-u", "alice"],
+        ["-n", "arr"],
+        ["-A", "physics"],
+        ["-q", "high"],
+        ["-R", "maint"],
+        ["-p", "gpu"],
+        ["-w", "vm2"],
+        ["-j", "13"],
+        ["-j", "4_2"],
+        ["-t", "R,S"],
+        ["-t", "CD,CA,F"],
+        ["-l"],
+        ["--start"],
+        [],
+    ],
+)
+def test_every_filter_and_the_default_formats_show_the_same(argv: list[str]) -> None:
+    asked, whole = both(*argv)
+    assert asked == whole
+
+
+def asks(*argv: str) -> list[str] | None:
+    query = parse_query(list(argv))
+    assert query is not None
+    return query_fields(query)
+
+
+def test_squeue_asks_for_its_columns_sort_keys_and_filters_fields_only() -> None:
+    fields = asks("-o", "%i %u", "-S", "V", "-A", "physics")
+    assert fields is not None
+    assert {"display_id", "user", "submit_time", "account", "id", "state"} <= set(fields)
+    assert "name" not in fields and "workdir" not in fields
+    default = asks()
+    assert default is not None and len(default) < 20  # of JobInfo's 99
+    assert asks("--json") is None  # --json shows every field
+
+
+def test_every_column_says_which_fields_it_reads() -> None:
+    assert LETTER_FIELDS.keys() == JOB_LETTERS.keys()
+    names = set(JobInfo.model_fields)
+    assert all(set(fields) <= names for fields in LETTER_FIELDS.values())
