@@ -4,10 +4,12 @@ Builds the 10,000 jobs x 1,000 nodes workload with classed running jobs and the
 interference view, warms both schedulers (without the plugin, with it) with one pass
 each, then runs PASSES more of one of them, each on a new snapshot as the bench does.
 Run it under callgrind with 0 and with 3 passes: the difference over 3 is one pass's
-instructions, steady on a shared machine where CPU time varies by 15 %::
+instructions, steady on a shared machine where CPU time varies by 15 %. ``neutral`` runs
+the plugin on a matrix where nothing clashes (every score 100): the same placements as
+``off``, no notes, so ``neutral`` less ``off`` is the plugin's own work::
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        python bench/dissonance_pass_instructions.py off 0    # (then off 3, on 3)
+        python bench/dissonance_pass_instructions.py off 0    # (then off 3, on 3, neutral 3)
 """
 
 from __future__ import annotations

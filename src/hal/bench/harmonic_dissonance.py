@@ -56,15 +56,15 @@ import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hal.bench import emit
 from hal.bench.malleable import SLICES as MALLEABLE_SLICES
-from hal.bench.malleable import MalleableSlice, parse_slices, run_malleable
+from hal.bench.malleable import parse_slices as parse_malleable_slices
+from hal.bench.malleable import run_malleable
+from hal.bench.slices import Slice, parse_slices
 from hal.core.profiles import CLASSES
 from hal.scheduler.framework.profile import build_profile
 from hal.scheduler.framework.scheduler import Scheduler
@@ -88,20 +88,10 @@ NOT_MEASURED = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Slice:
-    """The first ``jobs`` of ``trace`` on ``procs`` CPUs in nodes of ``cores``."""
-
-    trace: str
-    jobs: int
-    procs: int
-    cores: int = 8
-    path: Path | None = None  # a file elsewhere (the tests' traces); else ``trace_file``
-
-
+CORES = 8  # CPUs a node: room for neighbours
 SLICES = (
-    Slice("METACENTRUM-2009-2.swf.gz", 10_000, 512),
-    Slice("LCG-2005-1.swf.gz", 10_000, 384),
+    Slice("METACENTRUM-2009-2.swf.gz", 10_000, 512, CORES),
+    Slice("LCG-2005-1.swf.gz", 10_000, 384, CORES),
 )
 
 
@@ -230,7 +220,7 @@ def run_bench(
     seed: int = 1,
     pass_repeats: int = 21,
     weight: float = DISSONANCE_WEIGHT,
-    malleable: Sequence[MalleableSlice] | None = None,
+    malleable: Sequence[Slice] | None = None,
     live: bool = True,
 ) -> dict[str, Any]:
     """The JSON: the interference part (``sim``), the malleable part where ``malleable``
@@ -267,17 +257,11 @@ def run_bench(
 
 
 def _slices(text: str) -> list[Slice]:
-    """``TRACE:JOBS:PROCS[:CORES]``, comma-separated."""
-    found = []
-    for part in text.split(","):
-        bits = part.strip().split(":")
-        if len(bits) not in (3, 4) or not all(b.isdigit() for b in bits[1:]):
-            raise argparse.ArgumentTypeError(
-                f"{part!r}: write TRACE:JOBS:PROCS[:CORES], e.g. "
-                "METACENTRUM-2009-2.swf.gz:10000:384:8"
-            )
-        found.append(Slice(bits[0], *(int(b) for b in bits[1:])))  # type: ignore[arg-type]
-    return found
+    """``TRACE:JOBS:PROCS[:CORES]``, comma-separated (8 cores a node where none given)."""
+    try:
+        return parse_slices(text, CORES, "METACENTRUM-2009-2.swf.gz:10000:384:8")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def add_commands(bsub: Any) -> None:
@@ -315,9 +299,9 @@ def add_commands(bsub: Any) -> None:
     p.set_defaults(func=_cmd)
 
 
-def _malleable_slices(text: str) -> list[MalleableSlice]:
+def _malleable_slices(text: str) -> list[Slice]:
     try:
-        return parse_slices(text)
+        return parse_malleable_slices(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from err
 

@@ -14,12 +14,12 @@ of ``hal.core.malleable`` (the server's). ``mean_jct_s`` is over the malleable j
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hal.bench.slices import Slice
+from hal.bench.slices import parse_slices as parse_trace_slices
 from hal.scheduler.framework.profile import build_profile
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import default_registry
@@ -39,24 +39,14 @@ SHARE = 0.3  # of the long jobs, malleable
 TARGET = 0.3  # the mean completion time 30 % lower
 
 
-@dataclass(frozen=True, slots=True)
-class MalleableSlice:
-    """The first ``jobs`` of ``trace`` on ``procs`` CPUs in nodes of ``cores``."""
-
-    trace: str
-    jobs: int
-    procs: int
-    cores: int = 1
-    path: Path | None = None  # a file elsewhere (the tests' traces); else ``trace_file``
-
-
+CORES = 1  # one CPU a node, as the traces count them
 SLICES = (
-    MalleableSlice("SDSC-SP2-1998-4.2-cln.swf.gz", 3000, 128),
-    MalleableSlice("CTC-SP2-1996-3.1-cln.swf.gz", 3000, 430),
+    Slice("SDSC-SP2-1998-4.2-cln.swf.gz", 3000, 128, CORES),
+    Slice("CTC-SP2-1996-3.1-cln.swf.gz", 3000, 430, CORES),
 )
 
 
-def run_slice(s: MalleableSlice, share: float = SHARE, seed: int = 1) -> dict[str, Any]:
+def run_slice(s: Slice, share: float = SHARE, seed: int = 1) -> dict[str, Any]:
     workload = load_workload(
         s.path or trace_file(s.trace), Cleaning(procs=s.procs, first_jobs=s.jobs)
     )
@@ -83,7 +73,7 @@ def run_slice(s: MalleableSlice, share: float = SHARE, seed: int = 1) -> dict[st
 
 
 def run_malleable(
-    slices: Sequence[MalleableSlice] = SLICES, share: float = SHARE, seed: int = 1
+    slices: Sequence[Slice] = SLICES, share: float = SHARE, seed: int = 1
 ) -> dict[str, Any]:
     """``sim.malleable_mean_jct_s``: the means over the slices, and each slice's own."""
     traces = [run_slice(s, share, seed) for s in slices]
@@ -99,16 +89,6 @@ def run_malleable(
     }
 
 
-def parse_slices(text: str) -> list[MalleableSlice]:
-    """``TRACE:JOBS:PROCS[:CORES]``, comma-separated."""
-    found = []
-    for part in text.split(","):
-        bits = part.strip().split(":")
-        if len(bits) not in (3, 4) or not all(b.isdigit() for b in bits[1:]):
-            raise ValueError(
-                f"{part!r}: write TRACE:JOBS:PROCS[:CORES], e.g. "
-                "SDSC-SP2-1998-4.2-cln.swf.gz:3000:128"
-            )
-        nums = [int(b) for b in bits[1:]]
-        found.append(MalleableSlice(bits[0], nums[0], nums[1], nums[2] if len(nums) > 2 else 1))
-    return found
+def parse_slices(text: str) -> list[Slice]:
+    """``TRACE:JOBS:PROCS[:CORES]``, comma-separated (one core a node where none given)."""
+    return parse_trace_slices(text, CORES, "SDSC-SP2-1998-4.2-cln.swf.gz:3000:128")

@@ -223,6 +223,8 @@ class ControlPlane:
         self.observe.metrics.feedback_latest = self.feedback.running_latest
         # what jobs report acted on: malleable jobs resized, clashing jobs moved apart
         self.feedback_loop = FeedbackLoop(self.cluster, self.feedback, self.dissonance.view)
+        self.feedback_loop.on_resized = self.observe.metrics.observe_resize
+        self.feedback_loop.on_moved = self.observe.metrics.observe_move
         # what the HTTP edge reaches (``hal.api``), typed
         self.ctx = Services(
             config=config,

@@ -69,6 +69,8 @@ MOVED_AT = "moved_at"  # job.extra: when it was last moved (or its neighbour was
 RUNS_KEPT = 32  # runs remembered per job
 DEFAULT_GRACE_S = 60.0  # to checkpoint after SIGUSR1, for a job without --signal
 MOVE_SLOWDOWN = 1.2  # a neighbour class that slows the job's own class this much clashes
+GROW, SHRINK = "grow", "shrink"  # a resize's direction (hal_jobs_resized_total)
+DISSONANCE = "dissonance"  # why a job was moved (hal_jobs_moved_total): a clash
 _FOR_ROOM = (PendingReason.RESOURCES, PendingReason.PRIORITY, PendingReason.WAITING_FOR_SCHEDULING)
 
 
@@ -89,6 +91,10 @@ class FeedbackLoop:
         self.dissonance = dissonance
         self.resized = 0  # since start
         self.moved = 0
+        # told of each action (partition, direction: grow/shrink; partition, reason), set
+        # by the server to its metrics (hal_jobs_resized_total, hal_jobs_moved_total)
+        self.on_resized: Callable[[str, str], None] = lambda partition, direction: None
+        self.on_moved: Callable[[str, str], None] = lambda partition, reason: None
 
     @property
     def policy(self) -> Policy:
@@ -206,6 +212,7 @@ class FeedbackLoop:
 
     async def _apply_resizes(self, resizes: Sequence[Resize], now: float) -> None:
         changed: list[Job] = []
+        directions: list[str] = []
         events: list[EventRow] = []
         async with self.cluster.change() as change:
             for r in resizes:
@@ -221,6 +228,7 @@ class FeedbackLoop:
                 extra = {**job.extra, RUNS: _runs_text(runs), ACTION: f"{_at(now)} {words}"}
                 new = _ending(job.evolve(spec=_resized_spec(job, r.new), extra=extra), now)
                 changed.append(new)
+                directions.append(GROW if r.new > r.old else SHRINK)
                 events.append(
                     EventRow(
                         now,
@@ -234,8 +242,9 @@ class FeedbackLoop:
         for job in changed:
             _notify(self.cluster, job)
         self.resized += len(changed)
-        for job in changed:
+        for job, direction in zip(changed, directions, strict=True):
             log.info("job %s %s", job.display_id, job.extra[ACTION])
+            self.on_resized(job.partition, direction)
 
     # -- moving ----------------------------------------------------------------------------
     async def _move(self, jobs: Sequence[Job], series: Mapping[int, list[FeedbackSeries]]) -> None:
@@ -317,9 +326,11 @@ class FeedbackLoop:
                     )
                 )
             await change.commit(changed, events)
+        moved_ids = {m.id for m, _, _ in moves}
         for job in changed:
-            if job.id in {m.id for m, _, _ in moves}:
+            if job.id in moved_ids:
                 _notify(self.cluster, job)
+                self.on_moved(job.partition, DISSONANCE)
         self.moved += len(events)
 
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from hal.bench.dissonance_pass import run_dissonance_pass_bench
-from hal.bench.harmonic_dissonance import Slice, run_bench, run_slice
+from hal.bench.harmonic_dissonance import run_bench, run_slice
+from hal.bench.slices import Slice
 from hal.cli.parser import build_parser
 from hal.testing.traces import trace_path
 

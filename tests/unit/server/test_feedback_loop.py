@@ -3,13 +3,16 @@ handle; jobs put in as running, their feedback stored as reports are): a job who
 feedback fell beside a clashing neighbour has the lower-priority one moved (requeued
 after its grace, with a preferred ``--apart`` rule), once per interval, and a steady job
 or a harmless neighbour moves nothing; a malleable
-job is resized within its QoS's node limit; each action is an event with its reason."""
+job is resized within its QoS's node limit; each action is an event with its reason and
+counted on /metrics."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 from pathlib import Path
+
+import httpx
 
 from hal.api.server import HalServer
 from hal.config.harmonic import HarmonicConfig
@@ -171,3 +174,49 @@ def test_a_running_malleable_job_shrinks_to_let_a_waiting_one_in(tmp_path: Path)
     assert event["job_id"] == 1 and event["from"] == 4 and int(str(event["to"])) < 4
     assert str(event["reason"]).startswith("its CPUs gain more elsewhere")
     assert server.cluster.jobs[2].state is JobState.PENDING  # the scheduler starts it
+
+
+def _metrics(server: HalServer) -> str:
+    """``GET /metrics`` of the server's app, as Prometheus scrapes it."""
+
+    async def scrape() -> str:
+        transport = httpx.ASGITransport(app=server.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://hal") as http:
+            r = await http.get("/metrics")
+            assert r.status_code == 200, r.text
+            return r.text
+
+    return asyncio.run(scrape())
+
+
+def test_each_move_and_resize_is_counted_on_metrics(tmp_path: Path) -> None:
+    """An operator graphs how often the loop acts: the server's own loop (wired to its
+    metrics) moves one job and grows another, and /metrics counts each by partition and
+    by reason or direction."""
+    clock = VirtualClock(START + 3600)
+    config = HalConfig(cluster_name="t", harmonic=HarmonicConfig(resize_interval_s=60.0))
+    server = _server(tmp_path, clock, config)
+    grower = _running(5, "n3", cls=CPU, priority=500, cpus=4)
+    grower = grower.evolve(
+        spec=grower.spec.with_changes(
+            malleable=MalleableRange(NODES, 1, 2), nodes_max=2, ntasks_per_node=4
+        )
+    )
+    store(
+        server.cluster,
+        _running(1, "n1", cls=MEMORY, priority=900),
+        _running(2, "n1", cls=CPU, priority=100),
+        grower,
+    )
+    _reports(server, 1, [100, 100, 100, 60, 55, 58], START)
+    _reports(server, 5, [100, 101, 99], START)
+    before = _metrics(server)
+    assert "hal_jobs_moved_total{" not in before and "hal_jobs_resized_total{" not in before
+    loop = server.feedback_loop
+    loop.dissonance = lambda: CLASH
+    asyncio.run(loop.tick())
+    assert (loop.moved, loop.resized) == (1, 1)
+    part = server.cluster.jobs[2].partition
+    after = _metrics(server)
+    assert f'hal_jobs_moved_total{{partition="{part}",reason="dissonance"}} 1.0' in after
+    assert f'hal_jobs_resized_total{{direction="grow",partition="{part}"}} 1.0' in after

@@ -13,7 +13,8 @@ import math
 import pytest
 
 from hal.bench.harmonic_dissonance import run_bench
-from hal.bench.malleable import MalleableSlice, parse_slices
+from hal.bench.malleable import parse_slices
+from hal.bench.slices import Slice
 from hal.scheduler.framework.profile import build_profile
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import default_registry
@@ -24,7 +25,7 @@ from hal.sim.workload import Cleaning, load_workload
 from hal.testing.traces import trace_path
 
 KTH = "KTH-SP2-1996-2.swf.gz"
-TINY = MalleableSlice(KTH, 400, 100, 1, trace_path(KTH))
+TINY = Slice(KTH, 400, 100, 1, trace_path(KTH))
 
 
 def replay(mode: str) -> tuple[MalleableModel, dict[int, tuple[float, float]]]:
@@ -65,6 +66,6 @@ def test_the_bench_json_carries_the_malleable_figures() -> None:
     assert part["reduction"] == pytest.approx(1 - part["feedback"] / part["static"])
     trace = part["traces"][KTH]
     assert trace["malleable"] > 0 and trace["resizes"] > 0
-    assert parse_slices("A.swf.gz:100:64") == [MalleableSlice("A.swf.gz", 100, 64, 1)]
+    assert parse_slices("A.swf.gz:100:64") == [Slice("A.swf.gz", 100, 64, 1)]
     with pytest.raises(ValueError, match="TRACE:JOBS:PROCS"):
         parse_slices("A:x:1")

@@ -217,19 +217,20 @@ class Scheduler:
         #    were not placed (rejection counts).
         updates, rejections = _changes(loop, planned, forecast, want_updates)
         # 5. The plan, and what ``forecast`` will need of this pass.
-        placements = [Placement(job.id, alloc, job.partition) for job, alloc in loop.placed]
-        if planned.limits:  # backfill lowered these jobs' limits (--time-min)
-            limits = planned.limits
-            placements = [
-                dataclasses.replace(p, time_limit_s=limits[p.job_id]) if p.job_id in limits else p
-                for p in placements
-            ]
+        #    Backfill lowered some jobs' limits (--time-min), a plugin said why it chose
+        #    some jobs' nodes: each Placement is made once with both (not remade by
+        #    dataclasses.replace, which reads every field: the dissonance plugin notes
+        #    hundreds of jobs a pass).
+        limits = planned.limits
         notes = ctx.data.get(PLACEMENT_NOTES)
-        if notes:  # a plugin said why it chose some jobs' nodes
+        if limits or notes:
+            limits, notes = limits or {}, notes or {}
             placements = [
-                dataclasses.replace(p, note=notes[p.job_id]) if p.job_id in notes else p
-                for p in placements
+                Placement(job.id, alloc, job.partition, limits.get(job.id), notes.get(job.id, ""))
+                for job, alloc in loop.placed
             ]
+        else:
+            placements = [Placement(job.id, alloc, job.partition) for job, alloc in loop.placed]
         nominated = ctx.data.get(PREEMPTIONS)
         plan = Plan(
             revision=snapshot.revision,

@@ -106,6 +106,17 @@ class HalMetrics:
             "hal_jobs_requeued", "Job attempts put back in the queue.", ["partition"],
             registry=r,
         )  # fmt: skip
+        self.resized = Counter(
+            "hal_jobs_resized",
+            "Malleable jobs resized by the feedback loop, by direction (grow, shrink).",
+            ["partition", "direction"], registry=r,
+        )  # fmt: skip
+        self.moved = Counter(
+            "hal_jobs_moved",
+            "Running jobs the feedback loop moved away from a neighbour, by reason"
+            " (dissonance: its or the neighbour's feedback fell beside a clashing class).",
+            ["partition", "reason"], registry=r,
+        )  # fmt: skip
         self.queue_wait = Histogram(
             "hal_job_queue_wait_seconds", "Submit (or requeue) to start of each attempt.",
             ["partition"], buckets=WAIT_BUCKETS, registry=r,
@@ -360,6 +371,16 @@ class HalMetrics:
         self.purged.labels(record="events").inc(purged.events)
         self.purged.labels(record="jobs").inc(purged.jobs)
         self.last_purge.set(self.clock.now())
+
+    def observe_resize(self, partition: str, direction: str) -> None:
+        """The feedback loop resized a malleable job (``hal.server.malleable``)."""
+        if self.enabled:
+            self.resized.labels(partition, direction).inc()
+
+    def observe_move(self, partition: str, reason: str) -> None:
+        """The feedback loop moved a running job away from a neighbour."""
+        if self.enabled:
+            self.moved.labels(partition, reason).inc()
 
     def observe_registration(self, node: str) -> None:
         self.registrations.labels(node).inc()

@@ -173,24 +173,23 @@ class _Nodes:
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
         cls, ls, rows = entry
         k = _INDEX[cls]
-        both = self.both
-        for row, part in rows:
-            both[row, k] += sign * part
-            if ls:
-                both[row, len(CLASSES) + k] += sign * part
+        guarded = len(CLASSES) + k
+        both, placed_on = self.both, self.placed_on
+        table, by_mix, scaled = self.scores, self.by_mix, self.coef.scaled
         if sign > 0:
             self.placed[job_id] = entry
-            for row, _ in rows:
-                self.placed_on.setdefault(row, {})[job_id] = entry
         else:
             self.placed.pop(job_id, None)
-            for row, _ in rows:
-                self.placed_on.get(row, {}).pop(job_id, None)
-        table = self.scores
-        if table is not None:  # the rows placed on, for every key
-            by_mix, scaled = self.by_mix, self.coef.scaled
-            for row, _ in rows:
-                mix = both[row]
+        for row, part in rows:  # (one view of the row for all it does there)
+            mix = both[row]
+            mix[k] += sign * part
+            if ls:
+                mix[guarded] += sign * part
+            if sign > 0:
+                placed_on.setdefault(row, {})[job_id] = entry
+            else:
+                placed_on.get(row, {}).pop(job_id, None)
+            if table is not None:  # the row's scores, for every key
                 seen = mix.tobytes()
                 found = by_mix.get(seen)
                 if found is None:
@@ -326,11 +325,12 @@ class Dissonance:
         if cls is None:
             return SUCCESS
         nodes = self._nodes(ctx, view)
-        if key is not None:
-            note = self._note(ctx, nodes, view, state, key, allocation)
+        rows = _rows(ctx, allocation)
+        if key is not None and len(rows) == 1 and len(allocation.nodes) == 1:
+            note = self._note(ctx, nodes, view, state, key, rows[0][0])
             if note:
                 add_placement_note(ctx.data, job.id, note)
-        nodes.add(job.id, (cls, ls, _rows(ctx, allocation)), 1)
+        nodes.add(job.id, (cls, ls, rows), 1)
         return SUCCESS
 
     def unreserve(
@@ -351,32 +351,35 @@ class Dissonance:
         view: DissonanceView,
         state: CycleState,
         key: tuple[str, bool],
-        allocation: Allocation,
+        c: int,
     ) -> str:
-        """What ``hal explain`` says when this plugin's score moved a one-node job off
-        the node the other plugins' scores alone would have chosen, because of a
-        neighbour there: "" otherwise."""
+        """What ``hal explain`` says when this plugin's score moved a one-node job
+        (placed on row ``c``) off the node the other plugins' scores alone would have
+        chosen, because of a neighbour there: "" otherwise."""
         scored = state.get(NODE_SCORES)
-        if scored is None or len(allocation.nodes) != 1:
+        if scored is None:
             return ""
         candidates, parts = scored
         if NAME not in parts:
             return ""
-        others = [v for k, v in parts.items() if k != NAME]
-        if not others:
-            return ""
-        # (where this score is the same on every node, the others' pick is the job's)
-        without = others[0] if len(others) == 1 else sum(others[1:], others[0])
-        a: int = candidates.item(without.argmax())
-        table = ctx.nodes
-        c = table.index.get(allocation.nodes[0], -1)
-        if c < 0 or c == a:
-            return ""
         coef = nodes.coef
         j = coef.column(key)
-        scores = nodes.table()
-        if scores.item(c, j) - scores.item(a, j) < NOTE_MIN:
-            return ""  # (a clash too mild to be worth saying)
+        scores = nodes.table()  # (made by this job's Score)
+        here = scores.item(c, j)
+        if here < NOTE_MIN:  # (no node scores below 0: no move worth a note)
+            return ""
+        # the other scores' sum, in the order the framework added them
+        without: FloatArray | None = None
+        for name, part in parts.items():
+            if name != NAME:
+                without = part if without is None else without + part
+        if without is None:
+            return ""
+        # (where this score is the same on every node, the others' pick is the job's)
+        a: int = candidates.item(without.argmax())
+        if c == a or here - scores.item(a, j) < NOTE_MIN:
+            return ""  # (not moved, or a clash too mild to be worth saying)
+        table = ctx.nodes
         cls = key[0]
         # the class that weighs most against the job there, and one of its jobs
         mine_on, theirs_on = coef.columns[j]
