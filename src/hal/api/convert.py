@@ -445,30 +445,6 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
     return JobInfo(**job_fields(job), **live_fields(job, cluster, cluster.clock.now()))
 
 
-# JobInfo's fields that depend on more than the job: the clock, its agent's latest usage
-# sample, its dependencies' states (``live_fields``); the others change only with the job
-# (``job_fields``), so the job list keeps their JSON while the job stays as it is
-LIVE_FIELDS = frozenset(
-    {
-        "eligible_time",
-        "expected_start",
-        "max_rss_bytes",
-        "cpu_seconds",
-        "user_cpu_seconds",
-        "system_cpu_seconds",
-        "rss_bytes",
-        "usage_time",
-        "gpu_usage",
-        "profile",
-        "profile_class",
-        "latency_sensitive",
-        "dependency_state",
-        "suspended_seconds",
-        "cost",
-    }
-)
-
-
 # the live fields worked out together (one usage sample, one profile)
 _USAGE_FIELDS = frozenset(
     {
@@ -482,6 +458,15 @@ _USAGE_FIELDS = frozenset(
     }
 )
 _PROFILE_FIELDS = frozenset({"profile", "profile_class", "latency_sensitive"})
+
+# JobInfo's fields that depend on more than the job: the clock, its agent's latest usage
+# sample, its dependencies' states (``live_fields``); the others change only with the job
+# (``job_fields``), so the job list keeps their JSON while the job stays as it is
+LIVE_FIELDS = (
+    _USAGE_FIELDS
+    | _PROFILE_FIELDS
+    | {"eligible_time", "expected_start", "dependency_state", "suspended_seconds", "cost"}
+)
 
 
 def live_fields(
