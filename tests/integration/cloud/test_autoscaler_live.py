@@ -266,11 +266,11 @@ def test_a_job_too_big_for_the_static_nodes_gets_a_group_node_that_goes_once_idl
     job = cloud.sbatch("-c", "4", "-o", "out.txt", "--wrap", "echo on $SLURMD_NODENAME")
     # accepted at submit although no joined node has 4 CPUs; runs on the group's node
     info = cloud.wait_done(job)
+    record = cloud.record("burst", "burst1")  # first: it goes with the node
     assert (info.state, info.nodes) == ("COMPLETED", ["burst1"])
     assert cloud.sacct(job) == "burst1|COMPLETED"
     assert (cloud.workdir / "out.txt").read_text() == "on burst1\n"
     assert created_nodes(cloud)[0] == ("burst1", "burst", [job])
-    record = cloud.record("burst", "burst1")
     assert str(record["pid"]) == cloud.kinds("cloud.node_created")[0].data["instance"]
     assert agents_named("burst1", cloud.data) == [record["pid"]]
 
@@ -683,8 +683,14 @@ def test_a_group_taken_out_by_reconfigure_drains_its_node_and_removes_it_after_i
     assert cloud.wait_done(job).state == "COMPLETED"
     wait_until(lambda: "burst1" not in cloud.nodes(), 15, message="burst1 to be removed")
     wait_until(lambda: not agent_alive(record), 10, message="burst1's agent to stop")
-    removed = [e for e in cloud.kinds("cloud.node_removed") if e.node == "burst1"]
-    assert [e.data.get("retired") for e in removed] == [True]
+
+    def removed() -> list[object]:
+        events = cloud.kinds("cloud.node_removed")
+        return [e.data.get("retired") for e in events if e.node == "burst1"]
+
+    # (the event follows the node's removal once the instance is gone)
+    wait_until(lambda: removed() != [], 15, message="burst1's removal event")
+    assert removed() == [True]
     with cloud.server.client() as c:
         wait_until(
             lambda: [g.name for g in c.cloud_status().groups] == ["other"], 10, message="gone"
@@ -712,7 +718,7 @@ def test_a_job_that_starts_on_the_static_node_before_a_new_one_would_boot_gets_n
     five: the waiting job is not worth one, waits for node1, and `hal explain` shows
     the comparison."""
     cloud = start_cloud(burst_config(boot=300))
-    first = cloud.sbatch("-c", "1", "-t", "1", "--wrap", "sleep 4")
+    first = cloud.sbatch("-c", "1", "-t", "1", "--wrap", "sleep 50")  # ended below
     wait_until(lambda: cloud.job(first).state == "RUNNING", 10, message="the first job to start")
     second = cloud.sbatch("-c", "1", "-t", "1", "--wrap", "true")
     with cloud.server.client() as c:
@@ -730,6 +736,7 @@ def test_a_job_that_starts_on_the_static_node_before_a_new_one_would_boot_gets_n
     assert burst.expected_start < o.ready_at
     shown = cloud.server.cli("explain", str(second)).stdout
     assert "cloud: none (it waits)" in shown and "burst " in shown, shown
+    assert cloud.server.cli("scancel", str(first)).returncode == 0
     assert cloud.wait_done(second).nodes == ["node1"]
     assert cloud.kinds("cloud.node_created") == []
 
