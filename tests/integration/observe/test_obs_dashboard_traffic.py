@@ -190,7 +190,10 @@ def test_reported_traffic_draws_the_jobs_and_their_rates(
     live, jobs = cluster
     sent = time.time()
     report_traffic(live, jobs)
-    page.wait_for_selector("#traffic-graph text.edge-label")
+    # (a poll may fall between the three nodes' reports: wait for both edges)
+    page.wait_for_function(
+        "document.querySelectorAll('#traffic-graph text.edge-label').length === 2"
+    )
     nodes, labels = drawn(page)
     watched = INTERVAL + time.time() - sent  # at most, when the labels were read
     assert nodes == sorted(str(j) for j in jobs.values())
