@@ -149,7 +149,9 @@ def run(
     probe = (
         "import atexit, sys\n"
         "out = sys.argv.pop(1)\n"
-        "atexit.register(lambda: open(out, 'w').write('\\n'.join(sorted(sys.modules))))\n"
+        # (a None entry is a module kept from loading, as hal.cli.main keeps httpx._main)
+        "atexit.register(lambda: open(out, 'w').write('\\n'.join(sorted(\n"
+        "    m for m, module in sys.modules.items() if module is not None))))\n"
         f"{ENTRY}\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HAL_", "SBATCH_", "SQUEUE_"))}
