@@ -29,13 +29,14 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from hal.bench.replay_cost import cpu_model
-from hal.bench.scale import PG_ADMIN, _database, _tokens
+from hal.bench.scale import PG_ADMIN, _database, make_tokens
 from hal.testing.live import free_port, stop_process, wait_until
 
 FIND_LEADER_S = 60.0  # how long the client looks for a leader before it gives up
@@ -115,6 +116,23 @@ class ServerProcess:
             return None
 
 
+def leader_then_standby(
+    first: Callable[[], ServerProcess], second: Callable[[], ServerProcess]
+) -> list[ServerProcess]:
+    """Two servers started in turn, the first leading before the second starts, the
+    second standing by; both stopped if either does not come to its role in 60 s."""
+    servers = [first()]
+    try:
+        wait_until(lambda: servers[0].role() == "leader", 60, message="the first server to lead")
+        servers.append(second())
+        wait_until(lambda: servers[1].role() == "standby", 60, message="the second to stand by")
+    except BaseException:
+        for server in servers:
+            stop_process(server.proc)
+        raise
+    return servers
+
+
 class _Burst:
     """The client: batches sent to whichever server leads, each retried with its key."""
 
@@ -178,7 +196,7 @@ def run_failover(
     loads: list[float | None] = []  # of each takeover: from the lock to leading
     steps: list[dict[str, float] | None] = []  # ... and its steps, as the server saw them
     with _database(db_admin) as db, tempfile.TemporaryDirectory(prefix="hal-failover-") as d:
-        token, agent_token = _tokens(db)
+        token, agent_token = make_tokens(db)
         extra: tuple[str, ...] = ()
         if nodes:
             config = Path(d) / "hal.toml"

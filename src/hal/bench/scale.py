@@ -191,7 +191,7 @@ def run_scale_bench(
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="hal-scale-") as tmp, _database(db_admin) as db:
         work = Path(tmp)
-        admin, agents = _tokens(db)
+        admin, agents = make_tokens(db)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         config = work / "hal.toml"
@@ -318,15 +318,17 @@ def run_scale_bench(
     }
 
 
-def _tokens(db: str) -> tuple[str, str]:
-    """An administrator's token and the emulators' agent token, made in the database."""
+def make_tokens(
+    db: str, admin_name: str = "admin", agents_name: str = "emulators"
+) -> tuple[str, str]:
+    """An administrator's token and an agent token, made in the database."""
     from hal.server.users import ensure_user
     from hal.state.store import SqlStateStore
 
     store = SqlStateStore(db)
     try:
-        admin = ensure_user(store, "admin", admin=True, now=time.time())
-        agents = ensure_user(store, "emulators", admin=False, now=time.time(), agent=True)
+        admin = ensure_user(store, admin_name, admin=True, now=time.time())
+        agents = ensure_user(store, agents_name, admin=False, now=time.time(), agent=True)
     finally:
         store.close()
     assert admin and agents

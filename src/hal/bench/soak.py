@@ -40,7 +40,7 @@ from typing import Any
 
 from hal.bench.failover import ServerProcess
 from hal.bench.replay_cost import cpu_model
-from hal.bench.scale import PG_ADMIN, _database, _tokens
+from hal.bench.scale import PG_ADMIN, _database, make_tokens
 from hal.bench.soak_invariants import check
 from hal.testing.live import stop_process, wait_until
 
@@ -158,7 +158,7 @@ class _Cluster:
 
     def __init__(self, db: str, work: Path, nodes: int, emulators: int) -> None:
         self.db, self.work = db, work
-        self.admin, self.agent_token = _tokens(db)
+        self.admin, self.agent_token = make_tokens(db)
         self.config = work / "hal.toml"
         self.config.write_text(
             f"node_timeout_seconds = {NODE_TIMEOUT_S}\n"

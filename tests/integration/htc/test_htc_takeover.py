@@ -12,17 +12,15 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hal.bench.failover import ServerProcess
+from hal.bench.failover import ServerProcess, leader_then_standby
+from hal.bench.scale import make_tokens
 from hal.client import HalClient
 from hal.htc import HtcClient
-from hal.server.users import ensure_user
-from hal.state.store import SqlStateStore
 from hal.testing.live import stop_process, wait_until
 
 pytestmark = pytest.mark.live  # starts `hal server` and `hal agent` processes
@@ -36,21 +34,15 @@ def pair(
 ) -> Iterator[tuple[list[ServerProcess], str, str]]:
     """Two servers on ``pg_url`` with one journal directory, the leader first; the
     admin's and the agents' tokens."""
-    store = SqlStateStore(pg_url)
-    try:
-        admin = ensure_user(store, "alice", admin=True, now=time.time())
-        agent = ensure_user(store, "agents", admin=False, now=time.time(), agent=True)
-    finally:
-        store.close()
-    assert admin and agent
+    admin, agent = make_tokens(pg_url, "alice", "agents")
     monkeypatch.setenv("HAL_HTC_JOURNAL_DIR", str(tmp_path / "journals"))
     monkeypatch.setenv("HAL_FAILOVER_TIMEOUT", "60")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    servers = [ServerProcess(pg_url, tmp_path / "s0")]
-    wait_until(lambda: servers[0].role() == "leader", timeout=60, message="s0 to lead")
-    servers.append(ServerProcess(pg_url, tmp_path / "s1"))
+    servers = leader_then_standby(
+        lambda: ServerProcess(pg_url, tmp_path / "s0"),
+        lambda: ServerProcess(pg_url, tmp_path / "s1"),
+    )
     try:
-        wait_until(lambda: servers[1].role() == "standby", timeout=60, message="s1 to stand by")
         yield servers, admin, agent
     finally:
         for server in servers:

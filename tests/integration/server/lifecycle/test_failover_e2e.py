@@ -22,10 +22,9 @@ import psycopg
 import pytest
 
 from hal.bench.failover import ServerProcess
+from hal.bench.scale import make_tokens
 from hal.bench.soak_invariants import check
 from hal.client import HalClient
-from hal.server.users import ensure_user
-from hal.state.store import SqlStateStore
 from hal.testing.live import stop_process, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -42,13 +41,7 @@ SHORT = 10  # jobs that run (and end) on the agent while the servers are killed
 def cluster(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[ServerProcess], list[str]]]:
     """Three servers on ``pg_url`` with one leader settled, and the tokens (admin,
     agent); everything is stopped at the end."""
-    store = SqlStateStore(pg_url)
-    try:
-        admin = ensure_user(store, "alice", admin=True, now=time.time())
-        agent = ensure_user(store, "agents", admin=False, now=time.time(), agent=True)
-    finally:
-        store.close()
-    assert admin and agent
+    admin, agent = make_tokens(pg_url, "alice", "agents")
     servers = [ServerProcess(pg_url, tmp_path / f"s{i}") for i in range(3)]
     try:
         wait_until(

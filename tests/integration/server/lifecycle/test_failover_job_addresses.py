@@ -12,18 +12,16 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from hal.bench.failover import ServerProcess
+from hal.bench.failover import ServerProcess, leader_then_standby
+from hal.bench.scale import make_tokens
 from hal.client import HalClient
 from hal.server.feedback import KEY_FILE
-from hal.server.users import ensure_user
-from hal.state.store import SqlStateStore
 from hal.testing.live import free_port, stop_process, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -36,13 +34,7 @@ PY = sys.executable
 def pair(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[ServerProcess], str, str]]:
     """Two servers on ``pg_url`` sharing one feedback key (as docs/admin/failover.md
     says), the leader first; the admin's and the agents' tokens."""
-    store = SqlStateStore(pg_url)
-    try:
-        admin = ensure_user(store, "alice", admin=True, now=time.time())
-        agent = ensure_user(store, "agents", admin=False, now=time.time(), agent=True)
-    finally:
-        store.close()
-    assert admin and agent
+    admin, agent = make_tokens(pg_url, "alice", "agents")
     key = secrets.token_bytes(32).hex() + "\n"
     for name in ("s0", "s1"):
         (tmp_path / name).mkdir()
@@ -50,11 +42,11 @@ def pair(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[ServerProcess], str
     # s0 advertises another name for itself than its agents use: the job lists it too
     port = free_port()
     advertised = ("--advertise-url", f"http://localhost:{port}")
-    servers = [ServerProcess(pg_url, tmp_path / "s0", *advertised, port=port)]
-    wait_until(lambda: servers[0].role() == "leader", timeout=60, message="s0 to lead")
-    servers.append(ServerProcess(pg_url, tmp_path / "s1"))
+    servers = leader_then_standby(
+        lambda: ServerProcess(pg_url, tmp_path / "s0", *advertised, port=port),
+        lambda: ServerProcess(pg_url, tmp_path / "s1"),
+    )
     try:
-        wait_until(lambda: servers[1].role() == "standby", timeout=60, message="s1 to stand by")
         yield servers, admin, agent
     finally:
         for server in servers:
