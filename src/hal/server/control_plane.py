@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from hal.config.power import check_programs
 from hal.core.clock import Clock
 from hal.core.errors import Conflict, HalError, InvalidRequest
 from hal.core.job import Job
+from hal.core.laps import Laps
 from hal.core.tasks import cancel_tasks
 from hal.host.clock import SystemClock
 from hal.predict import CONFIGURABLE, Predictor, SharedPredictor, planning_predictor
@@ -331,14 +331,9 @@ class ControlPlane:
     async def start(self) -> None:
         if self._stop.is_set():  # started again after a stop
             self._stop = asyncio.Event()
-        took: dict[str, float] = {}
-        self.start_timings = took
-        step = time.monotonic()
-
-        def done(name: str) -> None:
-            nonlocal step
-            took[name] = round(time.monotonic() - step, 3)
-            step = time.monotonic()
+        laps = Laps()
+        self.start_timings = laps.took
+        done = laps.lap
 
         if not await asyncio.to_thread(self.claim):
             raise Conflict("another HAL server leads this database; this one stands by")

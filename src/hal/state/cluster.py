@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from hal.config.model import HalConfig
 from hal.core.clock import Clock
 from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
+from hal.core.laps import Laps
 from hal.core.profiles import LATENCY_SENSITIVE
 from hal.core.states import JobState, PendingReason
 from hal.host.clock import SystemClock
@@ -202,14 +202,9 @@ class Cluster(Mirror):
         """Migrate the schema and rebuild the mirror from the store (server start)."""
         now = self.clock.now()
         self.started_at = now
-        took: dict[str, float] = {}
-        self.load_timings = took
-        step = time.monotonic()
-
-        def done(name: str) -> None:
-            nonlocal step
-            took[name] = round(time.monotonic() - step, 3)
-            step = time.monotonic()
+        laps = Laps()
+        self.load_timings = laps.took
+        done = laps.lap
 
         await self.db(self.store.migrate)
         done("load_migrate")
