@@ -27,6 +27,7 @@ from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.traffic import TrafficView
 from hal.scheduler.framework.snapshot import ClusterSnapshot
+from hal.wire.agent import Launch
 
 DEFAULT_PARTITION = "batch"
 
@@ -441,3 +442,25 @@ class ClusterBuilder:
 
 def cluster(now: float = 1_000_000.0) -> ClusterBuilder:
     return ClusterBuilder(now)
+
+
+def make_launch(job_id: int = 1, **changes: Any) -> Launch:
+    """The agent's launch of a 1-CPU job ``true`` on n1, with ``changes`` applied."""
+    fields: dict[str, Any] = {
+        "job_id": job_id,
+        "attempt": 0,
+        "name": "j",
+        "user": "u",
+        "script": "true",
+        "workdir": "/tmp",
+        "environment": {},
+        "stdout": "",
+        "stderr": None,
+        "time_limit_seconds": 0,
+        "memory_bytes": 0,
+        "cpus": 1,
+        "nodes": ["n1"],
+        "node_index": 0,
+    }
+    fields.update(changes)
+    return Launch(**fields)

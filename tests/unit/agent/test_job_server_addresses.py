@@ -4,33 +4,17 @@ was given, the leader first (docs/admin/failover.md), so ``hal feedback``, ``sru
 
 from __future__ import annotations
 
-from typing import Any
-
 from hal.agent.environment import job_environment, with_server_addresses
+from hal.testing.builders import make_launch
 from hal.wire.agent import Launch
 
 A, B, C = "http://a:8470", "http://b:8470", "http://c:8470"
 
 
 def launch(environment: dict[str, str], *, default: bool) -> Launch:
-    fields: dict[str, Any] = {
-        "job_id": 7,
-        "attempt": 0,
-        "name": "j",
-        "user": "ana",
-        "script": "true",
-        "workdir": "/home/ana",
-        "environment": environment,
-        "stdout": "",
-        "stderr": None,
-        "time_limit_seconds": 0,
-        "memory_bytes": 0,
-        "cpus": 1,
-        "nodes": ["n1"],
-        "node_index": 0,
-        "hal_url_default": default,
-    }
-    return Launch(**fields)
+    return make_launch(
+        7, user="ana", workdir="/home/ana", environment=environment, hal_url_default=default
+    )
 
 
 def test_the_servers_own_address_becomes_the_agents_list_leader_first() -> None:

@@ -31,31 +31,14 @@ from hal.agent.events import (
 from hal.agent.records import ExitOutcome, InvariantViolation, JobRecord, Phase
 from hal.agent.state import AgentState
 from hal.core.clock import VirtualClock
-from hal.wire.agent import Cancel, JobReport, Launch, Limit, Signal
+from hal.testing.builders import make_launch
+from hal.wire.agent import Cancel, JobReport, Limit, Signal
 
 TERM, KILL, CONT = int(signal.SIGTERM), int(signal.SIGKILL), int(signal.SIGCONT)
 USR1 = int(signal.SIGUSR1)
 
 
-def launch(job_id: int = 1, **changes: Any) -> Launch:
-    fields: dict[str, Any] = {
-        "job_id": job_id,
-        "attempt": 0,
-        "name": "j",
-        "user": "u",
-        "script": "true",
-        "workdir": "/tmp",
-        "environment": {},
-        "stdout": "",
-        "stderr": None,
-        "time_limit_seconds": 0,
-        "memory_bytes": 0,
-        "cpus": 1,
-        "nodes": ["n1"],
-        "node_index": 0,
-    }
-    fields.update(changes)
-    return Launch(**fields)
+launch = make_launch
 
 
 class Driver:
