@@ -259,10 +259,17 @@ class Cluster(Mirror):
         Only the handle (``Change.commit``) calls it, under the lock."""
         jobs = [self._eligible_kept(j) for j in jobs]
         runs = ended_runs(self.jobs, jobs)  # requeued: the runs they ended (sacct -D)
+        # (the mirror holds what is stored: a job with its spec object has its spec's row)
+        mirrored = self.jobs
+        same_spec = {
+            j.id
+            for j in jobs
+            if (before := mirrored.get(j.id)) is not None and before.spec is j.spec
+        }
 
         def work() -> list[StoredEvent]:
             with self.store.transaction() as tx:
-                tx.update_jobs(jobs)
+                tx.update_jobs(jobs, same_spec)
                 tx.add_runs(runs)
                 tx.add_events(events)
                 if extra is not None:

@@ -183,8 +183,10 @@ def marks_to_json(extra: dict[str, str]) -> str:
     return json.dumps({k: v for k, v in sorted(extra.items()) if k not in MARK_FREE})
 
 
-def job_to_row(job: Job, script_id: int) -> dict[str, Any]:
-    return {
+def job_to_row(job: Job, script_id: int, *, spec: bool = True) -> dict[str, Any]:
+    """``job``'s ``jobs`` row; ``spec`` False: without the columns only its spec gives
+    (``rows.SPEC_COLUMNS``), for an update that keeps the stored ones."""
+    row = {
         "id": job.id,
         "array_job_id": job.array_job_id,
         "array_task_id": job.array_task_id,
@@ -206,12 +208,16 @@ def job_to_row(job: Job, script_id: int) -> dict[str, Any]:
         "priority_fixed": job.priority_fixed,
         "cancelled_by": job.cancelled_by,
         "allocation": allocation_to_json(job.allocation),
-        "spec": spec_to_json(job.spec),
         "script_id": script_id,
         "array_max_running": job.array_max_running,
         "launched": job.launched,
         "marks": marks_to_json(job.extra),
     }
+    if spec:
+        row["spec"] = spec_to_json(job.spec)
+    else:
+        del row["name"]
+    return row
 
 
 def job_from_row(row: Any, script: str, specs: dict[tuple[str, str], JobSpec] | None = None) -> Job:

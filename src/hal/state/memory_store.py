@@ -22,7 +22,7 @@ import bisect
 import copy
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -37,6 +37,7 @@ from hal.state.codec import job_from_row, job_to_row
 from hal.state.migrations import STEPS
 from hal.state.rows import (
     ACTIVE_STATES,
+    KEPT_SPEC_COLUMNS,
     UPDATED_COLUMNS,
     EventRow,
     FinishedRun,
@@ -127,14 +128,16 @@ class MemoryTransaction:
                 system_cpu_seconds=None,
             )
 
-    def update_jobs(self, jobs: Sequence[Job]) -> None:
+    def update_jobs(self, jobs: Sequence[Job], same_spec: Collection[int] = ()) -> None:
         self._own("jobs")
         stored = self.tables.jobs
         for job in jobs:
             old = stored.get(job.id)
             if old is not None:
-                new = job_to_row(job, 0)
-                stored[job.id] = Row(**(vars(old) | {c: new[c] for c in UPDATED_COLUMNS}))
+                full = job.id not in same_spec
+                new = job_to_row(job, 0, spec=full)
+                columns = UPDATED_COLUMNS if full else KEPT_SPEC_COLUMNS
+                stored[job.id] = Row(**(vars(old) | {c: new[c] for c in columns}))
 
     def add_runs(self, runs: Sequence[RunRow]) -> None:
         self._own("runs")

@@ -43,6 +43,10 @@ UPDATED_COLUMNS = (
     "launched",
     "marks",
 )
+# of those, what only the job's spec gives (``update_jobs``'s ``same_spec``: not written
+# again for a job whose spec is the one stored, as at its start, launch and end)
+SPEC_COLUMNS = ("name", "spec")
+KEPT_SPEC_COLUMNS = tuple(c for c in UPDATED_COLUMNS if c not in SPEC_COLUMNS)
 # a DOWN node that keeps Slurm's DRAIN flag (``Node.drain``), as its state column holds it
 DOWN_DRAIN = "DOWN+DRAIN"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,7 @@ from hal.state.codec import JobRowMemo, job_from_row, job_to_row
 from hal.state.migrations import migrate
 from hal.state.rows import (
     ACTIVE_STATES,
+    KEPT_SPEC_COLUMNS,
     UPDATED_COLUMNS,
     EventRow,
     FinishedRun,
@@ -131,12 +132,12 @@ def _insert_jobs() -> Executable:
 
 
 @functools.cache
-def _update_jobs() -> Executable:
+def _update_jobs(columns: tuple[str, ...]) -> Executable:
     t = schema.jobs
     return (
         update(t)
         .where(t.c.id == bindparam("b_id"))
-        .values({c: bindparam(f"b_{c}") for c in UPDATED_COLUMNS})
+        .values({c: bindparam(f"b_{c}") for c in columns})
     )
 
 
@@ -183,14 +184,19 @@ class Transaction:
                 _insert_jobs(), [job_to_row(j, s) for j, s in zip(jobs, script_ids, strict=True)]
             )
 
-    def update_jobs(self, jobs: Sequence[Job]) -> None:
-        if not jobs:
-            return
-        rows = [job_to_row(j, 0) for j in jobs]
-        self.conn.execute(
-            _update_jobs(),
-            [{"b_id": r["id"]} | {f"b_{c}": r[c] for c in UPDATED_COLUMNS} for r in rows],
-        )
+    def update_jobs(self, jobs: Sequence[Job], same_spec: Collection[int] = ()) -> None:
+        for columns, group in (
+            (UPDATED_COLUMNS, [j for j in jobs if j.id not in same_spec]),
+            (KEPT_SPEC_COLUMNS, [j for j in jobs if j.id in same_spec] if same_spec else []),
+        ):
+            if not group:
+                continue
+            full = columns is UPDATED_COLUMNS
+            rows = [job_to_row(j, 0, spec=full) for j in group]
+            self.conn.execute(
+                _update_jobs(columns),
+                [{"b_id": r["id"]} | {f"b_{c}": r[c] for c in columns} for r in rows],
+            )
 
     def add_runs(self, runs: Sequence[RunRow]) -> None:
         """Keep the runs requeued jobs have just ended (again: the same row once)."""

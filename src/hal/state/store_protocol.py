@@ -35,7 +35,7 @@ The SQL store raises SQLAlchemy's own errors while the database cannot serve;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -136,11 +136,13 @@ class StateTransaction(Protocol):
         (``load_jobs``, ``history`` and ``jobs_by_id`` leave it out)."""
         ...
 
-    def update_jobs(self, jobs: Sequence[Job]) -> None:
+    def update_jobs(self, jobs: Sequence[Job], same_spec: Collection[int] = ()) -> None:
         """Write what may change of stored jobs: state, reason, partition, priority, times,
         limit, exit, restarts, throttle, holds, who cancelled, allocation, name, spec,
         launched and marks (``job.extra`` less the usage). Never the user, array ids,
-        submit time, script or usage. An id not stored is passed over."""
+        submit time, script or usage. An id not stored is passed over. ``same_spec``:
+        ids of jobs whose spec is the one stored (the caller knows: its mirror's job has
+        the same spec object); their name and spec are not written again."""
         ...
 
     def add_runs(self, runs: Sequence[RunRow]) -> None:

@@ -462,6 +462,31 @@ def update_jobs_writes_what_may_change_and_nothing_else(open_store: StoreOpener)
 
 
 @case
+def update_jobs_with_their_stored_specs_leaves_the_rows_a_full_write_does(
+    open_store: StoreOpener,
+) -> None:
+    """Jobs named in ``same_spec`` (their spec the one stored) read back as the same jobs
+    written in full would, in one batch with a job whose spec changed; their name and
+    spec are the stored ones (not written again)."""
+    jobs = [make_job(i).user("ann").name(f"j{i}").build() for i in (1, 2, 3)]
+    with opened(open_store) as store:
+        put_jobs(store, *jobs)
+        allocation = Allocation(("n1",), (ResourceVector(1, GiB),))
+        started = [
+            j.evolve(state=JobState.RUNNING, start_time=7.0, allocation=allocation, launched=True)
+            for j in jobs[:2]
+        ]
+        renamed = jobs[2].evolve(spec=jobs[2].spec.with_changes(name="other"), priority=9)
+        with store.transaction() as tx:
+            tx.update_jobs([*started, renamed], same_spec={1, 2})
+        same_jobs(store.history(), [with_columns(j, j.id) for j in (*started, renamed)])
+        # the promise is the caller's: a spec named kept is not written
+        with store.transaction() as tx:
+            tx.update_jobs([started[0].evolve(spec=jobs[0].spec.with_changes(name="x"))], [1])
+        assert [j.spec.name for j in store.history()] == ["j1", "j2", "other"]
+
+
+@case
 def usage_of_many_jobs_is_stored_per_job(open_store: StoreOpener) -> None:
     """An agent's sync reports what many finished jobs used at once: each job's memory
     peak and CPU time (and its user and system parts, where said) land on its own row."""
