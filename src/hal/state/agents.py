@@ -467,8 +467,8 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
         def extra(tx: StateTransaction) -> None:
             tx.record_usage(usage)
 
-        if changed:
-            await change.commit(list(changed.values()), events, extra)
+        if changed:  # (no usage: no write of it, so that a launch alone wakes no pass)
+            await change.commit(list(changed.values()), events, extra if usage else None)
     if any(not j.state.is_active for j in changed.values()):
         # what they held is free: victims suspended for them go on before the next
         # scheduling pass can give those CPUs to someone else

@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -266,6 +266,9 @@ class Cluster(Mirror):
             for j in jobs
             if (before := mirrored.get(j.id)) is not None and before.spec is j.spec
         }
+        # an agent's "started" reports change nothing a scheduling pass reads: no pass for
+        # them (each job's launch would otherwise cost a pass over the whole queue)
+        wake = extra is not None or not jobs or not all(_launched_only(mirrored, j) for j in jobs)
 
         def work() -> list[StoredEvent]:
             with self.store.transaction() as tx:
@@ -283,7 +286,7 @@ class Cluster(Mirror):
             raise
         for job in jobs:
             self.put(job)
-        await self._published(added, jobs)
+        await self._published(added, jobs, wake=wake)
 
     def _eligible_kept(self, job: Job) -> Job:
         """``job``, which ends while pending (cancelled, its dependency never met), with
@@ -300,11 +303,14 @@ class Cluster(Mirror):
             return job
         return job.evolve(eligible_time=before.shown_eligible_time(self.clock.now()))
 
-    async def _published(self, events: Sequence[StoredEvent], jobs: Sequence[Job]) -> None:
+    async def _published(
+        self, events: Sequence[StoredEvent], jobs: Sequence[Job], *, wake: bool = True
+    ) -> None:
         if events:
             self.revision = max(self.revision, events[-1].id)
             self.recent_events.extend(events)
-        self.changed.set()
+        if wake:
+            self.changed.set()
         for listener in self._listeners:
             listener(jobs)
         async with self.events_changed:
@@ -593,6 +599,17 @@ def new_jobs(
             next_id += 1
         results.append(Submitted(first, tuple(ids)))
     return jobs, results, scripts
+
+
+def _launched_only(mirrored: Mapping[int, Job], job: Job) -> bool:
+    """Whether ``job`` differs from the mirror's at most in its ``launched`` flag."""
+    before = mirrored.get(job.id)
+    return (
+        before is not None
+        and before.extra == job.extra
+        and (before if before.launched == job.launched else before.evolve(launched=job.launched))
+        == job
+    )
 
 
 @dataclass(frozen=True, slots=True)
