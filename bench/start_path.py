@@ -30,6 +30,7 @@ from typing import Any
 from hal.api.fastpath import json_response
 from hal.bench.scale import PG_ADMIN, _database, _mix
 from hal.config.model import load_config
+from hal.core.job import JobSpec
 from hal.server.control_plane import ControlPlane
 from hal.state import agents
 from hal.state.cluster import Caller
@@ -174,7 +175,7 @@ def _time_passes(plane: ControlPlane) -> list[float]:
     return spent
 
 
-async def _specs(plane: ControlPlane, jobs: int) -> list[object]:
+async def _specs(plane: ControlPlane, jobs: int) -> list[JobSpec]:
     from hal.api.submit import submission
 
     caller = Caller("bench", admin=True)
