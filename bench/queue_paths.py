@@ -71,27 +71,32 @@ def _squeue(
     """``squeue``'s own part of its default report, in the client: the list of the fields
     it asks for (where this tree asks for some: the server's CPU for it, warm, and its
     bytes), the parse, and the filter, array folding, sort and layout."""
-    from hal.client.records import records
+    from hal.client import records as read
     from hal.compat import squeue
 
     query = squeue.parse_query([])
     assert query is not None
     out: dict[str, object] = {}
     body = full
+    defaults = None
     if hasattr(squeue, "query_fields"):
         from hal.api.job_list import JobListCache
 
         jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
-        fields = frozenset(squeue.query_fields(query) or ())
+        asked = squeue.query_fields(query) or []
+        fields = frozenset(asked)
+        # (where this tree leaves out the fields at their default, as squeue asks)
+        defaults = read.job_defaults(asked) if hasattr(read, "job_defaults") else None
+        extra = (True,) if defaults else ()
         cache = JobListCache()
-        loop.run_until_complete(cache.body(jobs, cluster, fields))
+        loop.run_until_complete(cache.body(jobs, cluster, fields, *extra))
         clock.advance(5)
         t = time.process_time()
-        body = loop.run_until_complete(cache.body(jobs, cluster, fields))
+        body = loop.run_until_complete(cache.body(jobs, cluster, fields, *extra))
         out["list_squeue_fields_s"] = round(time.process_time() - t, 3)
         out["list_squeue_fields_bytes"] = len(body)
     t = time.process_time()
-    listed = records(body).jobs
+    listed = (read.records(body, defaults) if defaults else read.records(body)).jobs
     out["squeue_parse_s"] = round(time.process_time() - t, 3)
     now = cluster.clock.now()
     t = time.process_time()
