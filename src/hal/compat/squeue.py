@@ -18,7 +18,6 @@ interrupted. ``-s``/``--steps[=LIST]`` lists running job steps instead (``squeue
 from __future__ import annotations
 
 import time
-from operator import attrgetter
 
 from hal.compat.formats import (
     Field,
@@ -586,6 +585,8 @@ def job_lines(
 def _column(letter: str, jobs: list[JobInfo], now: float) -> list[str]:
     plain = PLAIN_LETTERS.get(letter)
     if plain is not None:
+        from operator import attrgetter  # (where jobs are laid out: not start-up's)
+
         return list(map(attrgetter(plain), jobs))
     return by_fields(JOB_LETTERS[letter][1], LETTER_FIELDS[letter], jobs, now)
 
@@ -603,6 +604,8 @@ def by_fields(
         return [value(jobs[0], now)] * len(jobs)
     if not _LIST_FIELDS.isdisjoint(fields):
         return [value(job, now) for job in jobs]
+    from operator import attrgetter
+
     keys = list(map(attrgetter(*fields), jobs))
     first = dict(zip(keys, jobs, strict=True))
     worked = {key: value(job, now) for key, job in first.items()}
