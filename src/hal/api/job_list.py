@@ -234,6 +234,8 @@ def infos_without_defaults(infos: Sequence[JobInfo], fields: frozenset[str] | No
         for info in infos
     ]
     return b'{"jobs":[' + b",".join(parts) + b"]}"
+
+
 _CACHES: weakref.WeakKeyDictionary[Cluster, JobListCache] = weakref.WeakKeyDictionary()
 
 

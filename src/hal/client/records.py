@@ -17,13 +17,28 @@ from hal.client import cjson
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import SimpleNamespace
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 else:  # (the ``types`` module, just for this name, is start-up time: it is this type)
     SimpleNamespace = type(sys.implementation)
 
 
 class Record(SimpleNamespace):
     """One JSON object of an answer; its keys are its attributes."""
+
+
+def replaced(value: T, update: dict[str, Any]) -> T:
+    """``value.model_copy(update=update)``, of a wire model or a record alike: a shallow
+    copy with these attributes changed."""
+    copy_of = getattr(value, "model_copy", None)
+    if copy_of is not None:
+        return copy_of(update=update)  # type: ignore[no-any-return]
+    import copy
+
+    new = copy.copy(value)
+    vars(new).update(update)
+    return new
 
 
 def records(body: bytes | str, defaults: dict[str, Any] | None = None) -> Any:
