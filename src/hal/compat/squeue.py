@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import time
 
+from hal.client.records import JOB_DEFAULTS
 from hal.compat.formats import (
     Field,
     parse_format,
     parse_long_names,
     render_columns,
 )
-from hal.client.records import JOB_DEFAULTS
 from hal.compat.job_fields import (
     JOB_LETTERS,
     LETTER_FIELDS,
-    PLAIN_LETTERS,
     LONG_FIELD_WIDTH,
     LONG_FIELDS,
+    PLAIN_LETTERS,
     time_used,
 )
 from hal.compat.options import Arg, Opt, OptionError, parse_options

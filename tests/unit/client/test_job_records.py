@@ -18,7 +18,7 @@ def test_the_client_defaults_are_jobinfos() -> None:
         name: tuple(value) if isinstance(value, list) else value
         for name, value in SERVER_DEFAULTS.items()
     }
-    assert JOB_DEFAULTS == expected
+    assert expected == JOB_DEFAULTS
     assert [type(v) for v in JOB_DEFAULTS.values()] == [type(expected[k]) for k in JOB_DEFAULTS]
 
 

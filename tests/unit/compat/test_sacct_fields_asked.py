@@ -67,7 +67,9 @@ def history() -> list[JobInfo]:
             gpus=2,
             cost=1.25,
             time_limit_seconds=3600,
-            gpu_usage=GpuUsage(mem_bytes=1, max_mem_bytes=2 << 30, util=1, max_util=80, ave_util=40.0),
+            gpu_usage=GpuUsage(
+                mem_bytes=1, max_mem_bytes=2 << 30, util=1, max_util=80, ave_util=40.0
+            ),
             steps=[step(0, gpu=gpu), step(1, exit_code=2, state="FAILED", ntasks=1)],
             **ENDED,
         ),
