@@ -110,6 +110,7 @@ class _Entry:
     live: dict[str, Any]  # the live fields ``tail`` holds
     tail: bytes  # the live fields, without braces
     whole: bytes  # the object: ``{`` head, a comma where both have fields, tail ``}``
+    settled: bool = False  # ``live_settled(job)``: its live fields never change
 
 
 def _inner(dumped: bytes) -> bytes:
@@ -171,7 +172,12 @@ class JobListCache:
         now = cluster.clock.now()
         parts: list[bytes] = []
         built = self.built
+        entries, settled_only = shape.entries, not shape.live
         for job in jobs:
+            entry = entries.get(job.id)  # (most of a queue: its JSON as kept, no call)
+            if entry is not None and entry.job is job and (settled_only or entry.settled):
+                parts.append(entry.whole)
+                continue
             parts.append(self._json(shape, job, cluster, now))
             if self.built - built >= YIELD_EVERY:
                 built = self.built
@@ -183,8 +189,8 @@ class JobListCache:
 
     def _json(self, shape: _Shape, job: Job, cluster: Cluster, now: float) -> bytes:
         entry = shape.entries.get(job.id)
-        if entry is not None and entry.job is job and (not shape.live or live_settled(job)):
-            return entry.whole  # (most of a queue: no field to work out)
+        if entry is not None and entry.job is job and (not shape.live or entry.settled):
+            return entry.whole  # (no field to work out)
         if entry is None or entry.job is not job:
             entry = shape.entries[job.id] = self._build(shape, job, cluster, now)
             self.built += 1
@@ -204,7 +210,7 @@ class JobListCache:
             omitted = shape.at_default(info, shape.defaults) or set()
             head = _inner(_INFO.dump_json(info, include=set(shape.own) - omitted))
             tail = _inner(_INFO.dump_json(info, include=set(shape.live) - omitted))
-            return _Entry(job, head, live, tail, _object(head, tail))
+            return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
         live = live_fields(job, cluster, now, shape.live)
         head = b""
         if shape.own:
@@ -214,7 +220,7 @@ class JobListCache:
             own = {name: values[name] for name in shape.own if name in values}
             head = shape.dump(shape.own_model, own)
         tail = shape.dump(shape.live_model, live)
-        return _Entry(job, head, live, tail, _object(head, tail))
+        return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
 
 
 _INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
