@@ -684,16 +684,34 @@ def sort_jobs(jobs: list[JobInfo], spec: str, now: float) -> list[JobInfo]:
     for letter, descending in reversed(sort_keys(spec)):
         if letter in _IGNORED_SORT_LETTERS:
             continue
-        keys = _sort_keys_of(letter, ordered, now)
-        order = sorted(range(len(ordered)), key=keys.__getitem__, reverse=descending)
-        ordered = list(map(ordered.__getitem__, order))
+        ordered.sort(key=_sort_key(letter, now), reverse=descending)
     return ordered
 
 
-def _sort_keys_of(letter: str, jobs: list[JobInfo], now: float) -> list[float] | list[str]:
-    """What -S ``letter`` sorts each job by: a number, or its column's text."""
+# -S keys that are one field as it is: read without a call a job
+_SORT_FIELD = {
+    "i": "id",
+    "A": "id",
+    "p": "priority",
+    "Q": "priority",
+    "D": "node_count",
+    "C": "cpus",
+    "V": "submit_time",
+}
+
+
+def _sort_key(letter: str, now: float) -> Callable[[JobInfo], float | str]:
+    """What -S ``letter`` sorts a job by: a number, or its column's text."""
+    from operator import attrgetter
+
+    field = _SORT_FIELD.get(letter)
+    if field is not None:
+        return attrgetter(field)
     number = _SORT_NUMBERS.get(letter)
     if number is not None:
-        fields = _SORT_FIELDS.get(letter) or LETTER_FIELDS[letter]
-        return by_fields(number, fields, jobs, now)
-    return _column(letter, jobs, now)
+        return lambda job: number(job, now)
+    plain = PLAIN_LETTERS.get(letter)  # (a column's text, as it is)
+    if plain is not None:
+        return attrgetter(plain)
+    text = JOB_LETTERS[letter][1]
+    return lambda job: text(job, now)
