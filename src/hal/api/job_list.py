@@ -16,13 +16,18 @@ the dozen its format shows, a sixth of the bytes to send and to parse. Each fiel
 asked for keeps its own JSON of each job, worked out from the job alone (its own fields
 validated by a model of just those, its live fields only those asked for), so the full
 form's is never read back; the ``MAX_FIELD_SETS`` asked for last are kept.
+
+``omit_defaults`` (ADR 0028) leaves out of each job the fields whose value is their
+default in ``JobInfo`` (``JOB_DEFAULTS``, the OpenAPI schema's ``default``): a pending
+job's start, end, node list and array fields. A job's own fields are compared, a nested
+object's (``steps``, ``gpu_usage``) are whole. Its JSON is kept apart from the full one's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +44,13 @@ YIELD_EVERY = 50
 # field sets whose JSON is kept (squeue's default, -l, a tool's own -o, the dashboard's)
 MAX_FIELD_SETS = 8
 JOB_FIELDS = tuple(JobInfo.model_fields)  # in JobInfo's order: what ``fields=`` may name
+# each field's default (a factory's value), those without one absent: what
+# ``omit_defaults`` leaves out
+JOB_DEFAULTS: dict[str, Any] = {
+    name: info.get_default(call_default_factory=True)
+    for name, info in JobInfo.model_fields.items()
+    if not info.is_required()
+}
 
 
 def _model(name: str, fields: frozenset[str]) -> TypeAdapter[Any]:
@@ -59,10 +71,11 @@ class _Shape:
     full: bool  # every field: the own part validated as a whole ``JobInfo``
     own_model: TypeAdapter[Any]
     live_model: TypeAdapter[Any]
+    defaults: dict[str, Any]  # what is left out at its default: none without omit_defaults
     entries: dict[int, _Entry] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, fields: frozenset[str]) -> _Shape:
+    def of(cls, fields: frozenset[str], omit_defaults: bool = False) -> _Shape:
         own, live = fields - LIVE_FIELDS, fields & LIVE_FIELDS
         full = fields == frozenset(JOB_FIELDS)
         return cls(
@@ -71,7 +84,23 @@ class _Shape:
             full,
             _model("JobInfoOwn", own),
             _model("JobInfoLive", live),
+            {n: d for n, d in JOB_DEFAULTS.items() if n in fields} if omit_defaults else {},
         )
+
+    def dump(self, model: TypeAdapter[Any], values: dict[str, Any]) -> bytes:
+        """``values`` validated and serialised by ``model``, less its braces and the
+        fields at their default where this set leaves them out."""
+        valid = model.validate_python(values)
+        names = type(valid).model_fields  # (``values`` may hold others the model drops)
+        return _inner(model.dump_json(valid, exclude=self.at_default(valid, names)))
+
+    def at_default(self, valid: object, names: Iterable[str]) -> set[str] | None:
+        """Those of ``names`` whose value in ``valid`` is their default, where this set
+        leaves them out (None: none)."""
+        if not self.defaults:
+            return None
+        defaults = self.defaults
+        return {n for n in names if n in defaults and getattr(valid, n) == defaults[n]}
 
 
 @dataclass(slots=True)
@@ -81,6 +110,7 @@ class _Entry:
     live: dict[str, Any]  # the live fields ``tail`` holds
     tail: bytes  # the live fields, without braces
     whole: bytes  # the object: ``{`` head, a comma where both have fields, tail ``}``
+    settled: bool = False  # ``live_settled(job)``: its live fields never change
 
 
 def _inner(dumped: bytes) -> bytes:
@@ -113,31 +143,41 @@ class JobListCache:
     longer holds are dropped when they outnumber the mirror's jobs."""
 
     def __init__(self) -> None:
-        self.shapes: dict[frozenset[str], _Shape] = {}
+        self.shapes: dict[tuple[frozenset[str], bool], _Shape] = {}
         self.built = 0  # JSON serialised afresh, a job's or its live fields'
 
-    def _shape(self, fields: frozenset[str]) -> _Shape:
-        shape = self.shapes.pop(fields, None)  # (taken out and put back: the latest last)
+    def _shape(self, fields: frozenset[str], omit_defaults: bool) -> _Shape:
+        key = (fields, omit_defaults)
+        shape = self.shapes.pop(key, None)  # (taken out and put back: the latest last)
         if shape is None:
-            shape = _Shape.of(fields)
+            shape = _Shape.of(fields, omit_defaults)
             while len(self.shapes) >= MAX_FIELD_SETS:
                 del self.shapes[next(iter(self.shapes))]
-        self.shapes[fields] = shape
+        self.shapes[key] = shape
         return shape
 
     async def body(
-        self, jobs: Sequence[Job], cluster: Cluster, fields: frozenset[str] | None = None
+        self,
+        jobs: Sequence[Job],
+        cluster: Cluster,
+        fields: frozenset[str] | None = None,
+        omit_defaults: bool = False,
     ) -> bytes:
         """``{"jobs": [...]}`` of ``jobs``, in their order, each with ``fields`` (None:
-        every field). Between every ``YIELD_EVERY`` jobs serialised afresh it lets the
-        event loop run (the first list after a start builds every job's JSON: seconds at
-        20,000 jobs); the jobs are the versions ``jobs`` holds, whatever changes
-        meanwhile."""
-        shape = self._shape(frozenset(JOB_FIELDS) if fields is None else fields)
+        every field), less those at their default with ``omit_defaults``. Between every
+        ``YIELD_EVERY`` jobs serialised afresh it lets the event loop run (the first list
+        after a start builds every job's JSON: seconds at 20,000 jobs); the jobs are the
+        versions ``jobs`` holds, whatever changes meanwhile."""
+        shape = self._shape(frozenset(JOB_FIELDS) if fields is None else fields, omit_defaults)
         now = cluster.clock.now()
         parts: list[bytes] = []
         built = self.built
+        entries, settled_only = shape.entries, not shape.live
         for job in jobs:
+            entry = entries.get(job.id)  # (most of a queue: its JSON as kept, no call)
+            if entry is not None and entry.job is job and (settled_only or entry.settled):
+                parts.append(entry.whole)
+                continue
             parts.append(self._json(shape, job, cluster, now))
             if self.built - built >= YIELD_EVERY:
                 built = self.built
@@ -149,8 +189,8 @@ class JobListCache:
 
     def _json(self, shape: _Shape, job: Job, cluster: Cluster, now: float) -> bytes:
         entry = shape.entries.get(job.id)
-        if entry is not None and entry.job is job and (not shape.live or live_settled(job)):
-            return entry.whole  # (most of a queue: no field to work out)
+        if entry is not None and entry.job is job and (not shape.live or entry.settled):
+            return entry.whole  # (no field to work out)
         if entry is None or entry.job is not job:
             entry = shape.entries[job.id] = self._build(shape, job, cluster, now)
             self.built += 1
@@ -158,7 +198,7 @@ class JobListCache:
         live = live_fields(job, cluster, now, None if shape.full else shape.live)
         if entry.live != live:
             entry.live = live
-            entry.tail = _inner(shape.live_model.dump_json(shape.live_model.validate_python(live)))
+            entry.tail = shape.dump(shape.live_model, live)
             entry.whole = _object(entry.head, entry.tail)
             self.built += 1
         return entry.whole
@@ -167,9 +207,10 @@ class JobListCache:
         if shape.full:
             live = live_fields(job, cluster, now)
             info = JobInfo(**job_fields(job), **live)  # validated once per version
-            head = _inner(_INFO.dump_json(info, include=set(shape.own)))
-            tail = _inner(_INFO.dump_json(info, include=set(shape.live)))
-            return _Entry(job, head, live, tail, _object(head, tail))
+            omitted = shape.at_default(info, shape.defaults) or set()
+            head = _inner(_INFO.dump_json(info, include=set(shape.own) - omitted))
+            tail = _inner(_INFO.dump_json(info, include=set(shape.live) - omitted))
+            return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
         live = live_fields(job, cluster, now, shape.live)
         head = b""
         if shape.own:
@@ -177,20 +218,41 @@ class JobListCache:
             if not shape.own <= values.keys():  # (two of profile_fields' are the job's)
                 values.update(live_fields(job, cluster, now))
             own = {name: values[name] for name in shape.own if name in values}
-            head = _inner(shape.own_model.dump_json(shape.own_model.validate_python(own)))
-        tail = _inner(shape.live_model.dump_json(shape.live_model.validate_python(live)))
-        return _Entry(job, head, live, tail, _object(head, tail))
+            head = shape.dump(shape.own_model, own)
+        tail = shape.dump(shape.live_model, live)
+        return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
 
 
 _INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
+
+
+def infos_without_defaults(infos: Sequence[JobInfo], fields: frozenset[str] | None) -> bytes:
+    """``{"jobs": [...]}`` of ``infos`` (history's, built afresh), each with ``fields``
+    (None: every field) less those at their default (``omit_defaults``)."""
+    names = set(JOB_FIELDS if fields is None else fields)
+    parts = [
+        _INFO.dump_json(
+            info,
+            include={
+                n for n in names if n not in JOB_DEFAULTS or getattr(info, n) != JOB_DEFAULTS[n]
+            },
+        )
+        for info in infos
+    ]
+    return b'{"jobs":[' + b",".join(parts) + b"]}"
+
+
 _CACHES: weakref.WeakKeyDictionary[Cluster, JobListCache] = weakref.WeakKeyDictionary()
 
 
 async def job_list_body(
-    jobs: Sequence[Job], cluster: Cluster, fields: frozenset[str] | None = None
+    jobs: Sequence[Job],
+    cluster: Cluster,
+    fields: frozenset[str] | None = None,
+    omit_defaults: bool = False,
 ) -> bytes:
     """``JobListCache.body`` with the cache kept for ``cluster``."""
     cache = _CACHES.get(cluster)
     if cache is None:
         cache = _CACHES[cluster] = JobListCache()
-    return await cache.body(jobs, cluster, fields)
+    return await cache.body(jobs, cluster, fields, omit_defaults)

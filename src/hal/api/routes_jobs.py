@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 from hal.api.convert import job_info, nul_field
 from hal.api.deps import caller_dep, services_dep
 from hal.api.fastpath import body_schema, is_json, json_response, not_json, read_body
-from hal.api.job_list import field_set, job_list_body
+from hal.api.job_list import JOB_DEFAULTS, field_set, infos_without_defaults, job_list_body
 from hal.api.submit import spec_of, submission
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job
@@ -183,6 +183,12 @@ FIELDS_DOC = (
     "id,display_id,state,partition): `squeue` asks for those its format shows. Without "
     "it, every field. A name JobInfo does not have is refused (400) with those it has."
 )
+OMIT_DEFAULTS_DOC = (
+    "Leave out of each job the fields whose value is their default (JobInfo's schema "
+    "`default`: null, 0, false, an empty string or list): a reader takes a field that "
+    "is not there as its default. A nested object (steps, runs, gpu_usage, profile) is "
+    "sent whole. `squeue` asks for it (ADR 0028)."
+)
 
 
 @router.get("", response_model=JobList)
@@ -200,9 +206,11 @@ async def list_jobs(
     end_before: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 1_000_000,
     fields: Annotated[str | None, Query(description=FIELDS_DOC)] = None,
+    omit_defaults: Annotated[bool, Query(description=OMIT_DEFAULTS_DOC)] = False,
 ) -> Response:
     """The queue (``squeue``), or with ``history`` every job ever run (``sacct``); each
-    job with every field, or with ``fields`` only those named."""
+    job with every field, or with ``fields`` only those named; ``omit_defaults``: less
+    those at their default."""
     wanted = field_set(fields)
     wanted_states = _states(state)
     users, parts, names = (
@@ -242,13 +250,15 @@ async def list_jobs(
         jobs.sort(key=lambda j: j.id)
         jobs = jobs[:limit]
     if not history:  # the queue, from each job's JSON kept between requests
-        body = await job_list_body(jobs, ctx.cluster, wanted)
+        body = await job_list_body(jobs, ctx.cluster, wanted, omit_defaults)
         return Response(body, media_type="application/json")
     infos = [job_info(j, ctx.cluster) for j in jobs]
     if infos and (wanted is None or "steps" in wanted):
         await _add_steps(ctx, infos)
     if infos and (wanted is None or "runs" in wanted):
         await _add_runs(ctx, infos)
+    if omit_defaults:
+        return Response(infos_without_defaults(infos, wanted), media_type="application/json")
     if wanted is None:
         return json_response(JobList(jobs=infos))
     body = _LIST.dump_json(JobList(jobs=infos), include={"jobs": {"__all__": set(wanted)}})
@@ -260,12 +270,20 @@ _LIST: TypeAdapter[JobList] = TypeAdapter(JobList)
 
 def document(openapi: dict[str, Any]) -> None:
     """Say in ``openapi`` that a job of ``GET /v1/jobs`` with ``fields`` holds only those:
-    its answer is a ``JobList``, or, with ``fields``, a ``JobListFields`` (JobInfo's
-    fields, none required)."""
+    its answer is a ``JobList``, or, with ``fields`` or ``omit_defaults``, a
+    ``JobListFields`` (JobInfo's fields, none required)."""
     schemas = openapi["components"]["schemas"]
     some = {key: value for key, value in schemas["JobInfo"].items() if key != "required"}
+    # every default, a factory's too: what omit_defaults leaves out
+    some["properties"] = {
+        name: {**prop, "default": JOB_DEFAULTS[name]} if name in JOB_DEFAULTS else prop
+        for name, prop in some["properties"].items()
+    }
     some["title"] = "JobInfoFields"
-    some["description"] = "A job's fields asked for with fields= (JobInfo's, any subset)"
+    some["description"] = (
+        "A job's fields asked for with fields= (JobInfo's, any subset); with "
+        "omit_defaults, less those at their schema default"
+    )
     schemas["JobInfoFields"] = some
     schemas["JobListFields"] = {
         "type": "object",

@@ -17,7 +17,9 @@ from hal.client import cjson
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import SimpleNamespace
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 else:  # (the ``types`` module, just for this name, is start-up time: it is this type)
     SimpleNamespace = type(sys.implementation)
 
@@ -26,6 +28,87 @@ class Record(SimpleNamespace):
     """One JSON object of an answer; its keys are its attributes."""
 
 
-def records(body: bytes | str) -> Any:
-    """The JSON ``body`` with every object a ``Record``."""
-    return cjson.loads(body, object_hook=lambda fields: Record(**fields))
+def replaced(value: T, update: dict[str, Any]) -> T:
+    """``value.model_copy(update=update)``, of a wire model or a record alike: a shallow
+    copy with these attributes changed."""
+    copy_of = getattr(value, "model_copy", None)
+    if copy_of is not None:
+        return copy_of(update=update)  # type: ignore[no-any-return]
+    import copy
+
+    new = copy.copy(value)
+    vars(new).update(update)
+    return new
+
+
+def records(body: bytes | str, defaults: dict[str, Any] | None = None) -> Any:
+    """The JSON ``body`` with every object a ``Record``; ``defaults``: the values of the
+    attributes an object leaves out (a job list's with ``omit_defaults``, ADR 0028),
+    read from its class as a missing attribute is (no copy into each record)."""
+    kind = Record if not defaults else type("JobRecord", (Record,), dict(defaults))
+    return cjson.loads(body, object_hook=lambda fields: kind(**fields))
+
+
+# A job's fields that a job list with ``omit_defaults`` may leave out, at their value
+# then: ``JobInfo``'s defaults (its OpenAPI schema's), a list's as a tuple (records are
+# read, never changed); a test checks this against ``JobInfo``
+JOB_DEFAULTS: dict[str, Any] = {
+    **dict.fromkeys(
+        (
+            "het_job_id", "het_job_offset", "het_job_id_set", "array_job_id",
+            "array_task_id", "account", "qos", "eligible_time", "start_time", "end_time",
+            "deadline", "expected_start", "predicted_runtime_seconds", "predicted_end",
+            "user_cpu_seconds", "system_cpu_seconds", "rss_bytes", "usage_time",
+            "gpu_usage", "profile", "profile_class", "malleable", "feedback_action",
+            "script_path", "dependency", "dependency_state", "requeued_after",
+            "preempt_time", "interrupted_at", "lost_work_seconds", "cancelled_by",
+            "switch_wait_seconds", "topology", "placement", "python_env", "container",
+            "time_min_seconds", "cron", "cost",
+        ),
+        None,
+    ),
+    **dict.fromkeys(
+        (
+            "array_max_running", "nice", "min_cpus_per_node", "exit_code", "exit_signal",
+            "max_rss_bytes", "restarts", "switches",
+        ),
+        0,
+    ),
+    **dict.fromkeys(("cpu_seconds", "suspended_seconds"), 0.0),
+    **dict.fromkeys(
+        (
+            "burst_after", "comment", "wckey", "submit_host", "feedback_goal",
+            "feedback_metrics", "reservation", "licenses", "mail_user",
+        ),
+        "",
+    ),
+    **dict.fromkeys(
+        (
+            "nodes", "script_args", "constraint", "req_nodes", "exc_nodes", "data",
+            "artifacts", "artifact_digests", "artifact_aliases", "near", "apart", "steps",
+            "runs",
+        ),
+        (),
+    ),
+    **dict.fromkeys(
+        (
+            "memory_whole_node", "latency_sensitive", "exclusive", "exclusive_user",
+            "held", "interactive",
+        ),
+        False,
+    ),
+    "requeue": True,
+    "mail_type": "NONE",
+}  # fmt: skip
+# Those of a job's fields that hold objects: a record reads one whole, so a list that
+# names any of them is asked for without ``omit_defaults`` (see ``job_defaults``)
+NESTED_JOB_FIELDS = frozenset({"gpu_usage", "profile", "steps", "runs"})
+
+
+def job_defaults(fields: list[str] | None) -> dict[str, Any] | None:
+    """The defaults of ``fields`` that a job list may leave out (``omit_defaults``), for
+    ``records``; None (ask for every field sent) for every field or one holding objects,
+    whose records would take a job's defaults."""
+    if not fields or not NESTED_JOB_FIELDS.isdisjoint(fields):
+        return None
+    return {name: JOB_DEFAULTS[name] for name in fields if name in JOB_DEFAULTS}

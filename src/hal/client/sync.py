@@ -8,7 +8,7 @@ import time
 from hal.client import cjson
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.problems import error_from_response, retry_after, retrying
-from hal.client.records import records
+from hal.client.records import job_defaults, records
 from hal.client.transport import (
     Response,
     StreamRefused,
@@ -390,7 +390,9 @@ class HalClient:
         array). ``validate=False``: the jobs as ``hal.client.records`` read them, with
         ``JobInfo``'s attributes and no pydantic (``squeue``); ``fields`` (with it): only
         these of JobInfo's attributes, the others not sent (``squeue`` asks for those its
-        format shows; a server that does not know ``fields=`` sends them all)."""
+        format shows; a server that does not know ``fields=`` sends them all), and those
+        at their default left out where none holds objects (``omit_defaults``, ADR 0028:
+        the records read them from ``JOB_DEFAULTS``)."""
         params: dict[str, str] = {}
         for key, values in (
             ("state", states),
@@ -409,13 +411,17 @@ class HalClient:
             params["start_after"] = repr(start_after)
         if end_before is not None:
             params["end_before"] = repr(end_before)
+        defaults = None
         if fields:
             if validate:
                 raise ValueError("fields= lists records: ask with validate=False")
             params["fields"] = ",".join(fields)
+            defaults = job_defaults(fields)
+            if defaults:
+                params["omit_defaults"] = "true"
         r = self._request("GET", "/v1/jobs", params=params)
         if not validate:
-            views: list[JobInfo] = records(r.body).jobs
+            views: list[JobInfo] = records(r.body, defaults).jobs
             return views
         from hal.wire.jobs import JobList
 

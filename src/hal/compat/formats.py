@@ -237,6 +237,16 @@ def render_rows(
     )
 
 
+class _Every:
+    """A container of everything: ``render_columns``' default ``uncut_letters``."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_EVERY = _Every()
+
+
 def render_columns(
     layout: list[Field | str],
     titles: dict[str, str],
@@ -246,6 +256,7 @@ def render_columns(
     header: bool = True,
     uncut: Callable[[str, str], bool] | None = None,
     whole_titles: Container[str] = (),
+    uncut_letters: Container[str] = _EVERY,
 ) -> list[str]:
     """Lay out ``count`` rows given as columns (letter → each row's value; a letter
     missing: empty) under ``layout``, with a title row first if ``header``.
@@ -255,10 +266,12 @@ def render_columns(
     for which ``uncut(letter, value)`` holds is padded but not cut, as squeue prints node
     lists and durations (``%.5N``, ``%.2l``: Slurm 22.05.8's print.c passes them with
     cut_output false), nor is the title of a ``whole_titles`` letter (``NODELIST``, but
-    ``REQ_NODES`` is cut). Left-aligned columns cut every value.
+    ``REQ_NODES`` is cut); ``uncut`` is asked of ``uncut_letters``' values only (default:
+    every letter's). Left-aligned columns cut every value.
 
     Each distinct value of a column is laid out once (a queue of 100,000 jobs has few
-    partitions, users, states and reasons), and the lines are joined column by column.
+    partitions, users, states and reasons), with the literal text before it, and the
+    lines are joined column by column.
     """
     empty = [""] * count
     widths: dict[int, int] = {}
@@ -282,19 +295,29 @@ def render_columns(
     if not count:
         return lines
     laid: list[list[str]] = []
+    text = ""  # the literal text before the next column, laid out with its values
     for index, part in enumerate(layout):
         if isinstance(part, str):
-            laid.append([part] * count)
+            text += part
             continue
         values = columns.get(part.letter, empty)
         width = widths.get(index, part.width)
-        shown: dict[str, str] = {}
-        for value in set(values):
-            if part.right and uncut is not None and uncut(part.letter, value):
-                shown[value] = value.rjust(width)
-            else:
-                shown[value] = cell(value, width, part.right)
+        distinct = set(values)
+        # (no call a value: a column of ids has as many as jobs)
+        if width <= 0:
+            shown = {value: text + value for value in distinct}
+        elif part.right:
+            shown = {value: text + value[:width].rjust(width) for value in distinct}
+        else:
+            shown = {value: text + value[:width].ljust(width) for value in distinct}
+        if part.right and width > 0 and uncut is not None and part.letter in uncut_letters:
+            for value in distinct:
+                if uncut(part.letter, value):
+                    shown[value] = text + value.rjust(width)
         laid.append(list(map(shown.__getitem__, values)))
+        text = ""
+    if text:
+        laid.append([text] * count)
     lines.extend(map("".join, zip(*laid, strict=True)) if laid else empty)  # (no column)
     return lines
 

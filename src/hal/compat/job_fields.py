@@ -355,6 +355,20 @@ LETTER_FIELDS: dict[str, tuple[str, ...]] = {
     "mintime": ("time_min_seconds",),
 }
 
+# The columns that show one field as it is, a string: laid out without a call a job
+# (test_squeue_fields.py checks each against its column)
+PLAIN_LETTERS: dict[str, str] = {
+    "i": "display_id",
+    "j": "name",
+    "u": "user",
+    "P": "partition",
+    "t": "state_code",
+    "T": "state",
+    "Z": "workdir",
+    "stdout": "stdout",
+    "stderr": "stderr",
+}
+
 # -O/--Format names (case-insensitive) → letter (or the key of a column -o has no letter
 # for). Every -O column defaults to 20 characters, left-aligned, as squeue's.
 LONG_FIELDS: dict[str, str] = {

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
+from hal.client.records import replaced
 from hal.compat.formats import (
     cpu_time,
     duration_long,
@@ -38,6 +39,7 @@ from hal.compat.job_fields import (
     total_cpu_seconds,
 )
 from hal.compat.options import Arg, Opt, OptionError, parse_options
+from hal.compat.sacct_fields import asked_fields
 from hal.compat.sacct_names import full_names
 from hal.compat.sacct_runs import SUSPENSION_UNKNOWN, records
 from hal.compat.sacct_style import TimeStyle, in_unit, parse_units, time_style
@@ -643,6 +645,8 @@ def sacct(argv: list[str], console: Console) -> int:
             users=request.users or None,
             names=request.names or None,
             partitions=request.partitions or None,
+            validate=False,  # (records: the server's JSON is JobInfo's, ADR 0027)
+            fields=request_fields(request),
         )
         unknown = _unknown_user(request, jobs, console) if request.unknown_users else None
     except NotFound:  # unknown ids: sacct prints just the header
@@ -664,6 +668,11 @@ def sacct(argv: list[str], console: Console) -> int:
 
 
 _RULE = "-" * 80
+
+
+def request_fields(request: Request) -> list[str]:
+    """The ``JobInfo`` fields ``request`` reads of each job (``sacct_fields``)."""
+    return asked_fields([title for title, _, _ in request.fields])
 
 
 def _print_scripts(request: Request, jobs: list[JobInfo], now: float, console: Console) -> int:
@@ -1090,14 +1099,15 @@ def _truncated(job: JobInfo, request: Request, now: float) -> JobInfo:
     if request.start is not None and start < request.start:
         start = request.start
     stop = end if job.end_time is None or job.end_time > end else job.end_time
-    return job.model_copy(update={"start_time": start, "end_time": stop})
+    return replaced(job, {"start_time": start, "end_time": stop})
 
 
 def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
     """``job`` with a numbered step's values, for that step's line."""
     nodes = expand_hostlist(step.nodelist)
-    return job.model_copy(
-        update={
+    return replaced(
+        job,
+        {
             "name": step.name,
             "state": step.state,
             # a signalled step reads 0:N, as a job does (its 128+N is srun's exit code)
@@ -1114,7 +1124,7 @@ def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
             "user_cpu_seconds": step.user_cpu_seconds,
             "system_cpu_seconds": step.system_cpu_seconds,
             "gpu_usage": None,  # the job's GPU samples are its batch step's (the step's: _usage)
-        }
+        },
     )
 
 

@@ -12,6 +12,7 @@ to the run its start falls in).
 
 from __future__ import annotations
 
+from hal.client.records import replaced
 from hal.core.states import STATE_CODES
 from hal.wire.jobs import JobInfo, JobRun, StepRecord
 
@@ -28,18 +29,19 @@ def records(job: JobInfo, *, duplicates: bool) -> list[JobInfo]:
     if not runs:
         return [job]
     suspended = SUSPENSION_UNKNOWN if job.suspended_seconds else 0.0
-    latest = job.model_copy(
-        update={
+    latest = replaced(
+        job,
+        {
             "steps": _of_run(job.steps, job.restarts, runs[-1].end_time, None),
             "suspended_seconds": suspended,
-        }
+        },
     )
     if not duplicates:
         return [latest]
     earlier, since = [], None
     for run in runs:
         view = _view(job, run, _of_run(job.steps, run.attempt, since, run.end_time))
-        earlier.append(view.model_copy(update={"suspended_seconds": suspended}))
+        earlier.append(replaced(view, {"suspended_seconds": suspended}))
         since = run.end_time
     return [*earlier, latest]
 
@@ -63,8 +65,9 @@ def _of_run(
 
 def _view(job: JobInfo, run: JobRun, steps: list[StepRecord]) -> JobInfo:
     """``job`` as it was in ``run``."""
-    return job.model_copy(
-        update={
+    return replaced(
+        job,
+        {
             "state": run.state,
             "state_code": _CODES.get(run.state, ""),
             "exit_code": run.exit_code,
@@ -88,5 +91,5 @@ def _view(job: JobInfo, run: JobRun, steps: list[StepRecord]) -> JobInfo:
             "cancelled_by": None,
             "steps": steps,
             "runs": [],
-        }
+        },
     )

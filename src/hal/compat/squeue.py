@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 
+from hal.client.records import JOB_DEFAULTS
 from hal.compat.formats import (
     Field,
     parse_format,
@@ -30,6 +31,7 @@ from hal.compat.job_fields import (
     LETTER_FIELDS,
     LONG_FIELD_WIDTH,
     LONG_FIELDS,
+    PLAIN_LETTERS,
     time_used,
 )
 from hal.compat.options import Arg, Opt, OptionError, parse_options
@@ -45,8 +47,11 @@ from hal.slurm.syntax import compress_indices, expand_hostlist
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import TypeVar
 
     from hal.wire.jobs import JobInfo
+
+    T = TypeVar("T")
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
@@ -564,7 +569,7 @@ def job_lines(
 ) -> list[str]:
     letters = {part.letter for part in layout if isinstance(part, Field)}
     titles = {letter: JOB_LETTERS[letter][0] for letter in letters}
-    columns = {letter: _column(JOB_LETTERS[letter][1], jobs, now) for letter in letters}
+    columns = {letter: _column(letter, jobs, now) for letter in letters}
     return render_columns(
         layout,
         titles,
@@ -572,12 +577,43 @@ def job_lines(
         len(jobs),
         header=header,
         uncut=_uncut,
+        uncut_letters=_NODE_LISTS | _DURATIONS,
         whole_titles=_NODE_LIST_TITLES,
     )
 
 
-def _column(value: Callable[[JobInfo, float], str], jobs: list[JobInfo], now: float) -> list[str]:
-    return [value(job, now) for job in jobs]
+def _column(letter: str, jobs: list[JobInfo], now: float) -> list[str]:
+    plain = PLAIN_LETTERS.get(letter)
+    if plain is not None:
+        from operator import attrgetter  # (where jobs are laid out: not start-up's)
+
+        return list(map(attrgetter(plain), jobs))
+    return by_fields(JOB_LETTERS[letter][1], LETTER_FIELDS[letter], jobs, now)
+
+
+def by_fields(
+    value: Callable[[JobInfo, float], T], fields: tuple[str, ...], jobs: list[JobInfo], now: float
+) -> list[T]:
+    """``value`` of each job, worked out once for each distinct combination of the
+    ``fields`` it reads (``LETTER_FIELDS``, checked by test_squeue_fields.py): a queue of
+    100,000 jobs has few times used, limits, submit times; job by job where a field
+    holds a list (a running job's nodes: not a key)."""
+    if not jobs:
+        return []
+    if not fields:  # (a column that reads no field: the same for every job)
+        return [value(jobs[0], now)] * len(jobs)
+    if not _LIST_FIELDS.isdisjoint(fields):
+        return [value(job, now) for job in jobs]
+    from operator import attrgetter
+
+    keys = list(map(attrgetter(*fields), jobs))
+    first = dict(zip(keys, jobs, strict=True))
+    worked = {key: value(job, now) for key, job in first.items()}
+    return list(map(worked.__getitem__, keys))
+
+
+# JobInfo's fields that hold a list
+_LIST_FIELDS = frozenset(name for name, value in JOB_DEFAULTS.items() if value == ())
 
 
 def fold_arrays(jobs: list[JobInfo]) -> list[JobInfo]:
@@ -652,10 +688,30 @@ def sort_jobs(jobs: list[JobInfo], spec: str, now: float) -> list[JobInfo]:
     return ordered
 
 
+# -S keys that are one field as it is: read without a call a job
+_SORT_FIELD = {
+    "i": "id",
+    "A": "id",
+    "p": "priority",
+    "Q": "priority",
+    "D": "node_count",
+    "C": "cpus",
+    "V": "submit_time",
+}
+
+
 def _sort_key(letter: str, now: float) -> Callable[[JobInfo], float | str]:
     """What -S ``letter`` sorts a job by: a number, or its column's text."""
+    from operator import attrgetter
+
+    field = _SORT_FIELD.get(letter)
+    if field is not None:
+        return attrgetter(field)
     number = _SORT_NUMBERS.get(letter)
     if number is not None:
         return lambda job: number(job, now)
+    plain = PLAIN_LETTERS.get(letter)  # (a column's text, as it is)
+    if plain is not None:
+        return attrgetter(plain)
     text = JOB_LETTERS[letter][1]
     return lambda job: text(job, now)

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from hal.api.convert import job_info
-from hal.api.job_list import JOB_FIELDS, MAX_FIELD_SETS, JobListCache, field_set
+from hal.api.job_list import (
+    JOB_DEFAULTS,
+    JOB_FIELDS,
+    MAX_FIELD_SETS,
+    JobListCache,
+    field_set,
+    infos_without_defaults,
+)
 from hal.core.clock import VirtualClock
 from hal.core.errors import InvalidRequest
 from hal.core.states import JobState, PendingReason
@@ -30,9 +37,25 @@ def fresh(cluster: Cluster) -> Any:
     return json.loads(JobList(jobs=[job_info(j, cluster) for j in jobs]).model_dump_json())
 
 
-def kept(cache: JobListCache, cluster: Cluster, fields: frozenset[str] | None = None) -> Any:
+def kept(
+    cache: JobListCache,
+    cluster: Cluster,
+    fields: frozenset[str] | None = None,
+    omit_defaults: bool = False,
+) -> Any:
     jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
-    return json.loads(asyncio.run(cache.body(jobs, cluster, fields)))
+    return json.loads(asyncio.run(cache.body(jobs, cluster, fields, omit_defaults)))
+
+
+def filled(listed: Any, fields: frozenset[str]) -> Any:
+    """A list with ``omit_defaults`` as a reader takes it: each field left out at its
+    default, checking that none sent is at its default."""
+    out = []
+    for job in listed["jobs"]:
+        at_default = {k for k, v in job.items() if k in JOB_DEFAULTS and JOB_DEFAULTS[k] == v}
+        assert not at_default, (job, at_default)
+        out.append({k: job[k] if k in job else JOB_DEFAULTS[k] for k in fields})
+    return {"jobs": out}
 
 
 def only(listed: Any, fields: frozenset[str]) -> Any:
@@ -149,6 +172,40 @@ def test_each_field_set_lists_those_fields_of_the_full_form_as_jobs_change() -> 
     assert kept(cache, cluster) == fresh(cluster)  # the full form alongside
 
 
+def test_omit_defaults_leaves_out_just_the_fields_at_their_default() -> None:
+    """``omit_defaults``: each job less the fields at their default, the others the
+    full form's, for every field set and every field, while jobs change and the clock
+    moves; the queue's list and history's (built afresh) alike; kept apart from the
+    same field set's full JSON."""
+    clock = VirtualClock(1_000_000.0)
+    cluster = new_cluster(MemoryStateStore(), clock)
+    now = clock.now()
+    store(
+        cluster,
+        make_job(1).build(),
+        make_job(2).running_on("n1", start=now - 10).build(),
+        make_job(3).depends("afterok:2").reason(PendingReason.DEPENDENCY).build(),
+        make_job(5).running_on("n1", start=now - 5, state=JobState.SUSPENDED).build(),
+    )
+    cluster.put(cluster.jobs[5].evolve(extra=suspension({}, now - 2)))
+    cache = JobListCache()
+    every = frozenset(JOB_FIELDS)
+    for step in range(2):
+        for fields in [*FIELD_SETS, every]:
+            compact = kept(cache, cluster, fields, omit_defaults=True)
+            assert filled(compact, fields) == only(fresh(cluster), fields), (step, fields)
+            assert kept(cache, cluster, fields) == only(fresh(cluster), fields)
+            jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
+            infos = [job_info(j, cluster) for j in jobs]
+            history = json.loads(infos_without_defaults(infos, fields))
+            assert filled(history, fields) == only(fresh(cluster), fields)
+        first = kept(cache, cluster, FIELD_SETS[0], omit_defaults=True)["jobs"][0]
+        assert ("start_time" in first) is (step == 1)  # pending, then started
+        assert ("nodes" in first) is (step == 1)
+        clock.advance(30)
+        cluster.put(make_job(1).running_on("n1", start=clock.now()).build())  # (a start)
+
+
 def test_the_cache_keeps_the_field_sets_asked_for_last() -> None:
     clock = VirtualClock(1_000_000.0)
     cluster = new_cluster(MemoryStateStore(), clock)
@@ -157,8 +214,8 @@ def test_the_cache_keeps_the_field_sets_asked_for_last() -> None:
     for name in JOB_FIELDS[: MAX_FIELD_SETS + 3]:
         kept(cache, cluster, frozenset({name}))
     assert len(cache.shapes) == MAX_FIELD_SETS
-    assert frozenset({JOB_FIELDS[MAX_FIELD_SETS + 2]}) in cache.shapes
-    assert frozenset({JOB_FIELDS[0]}) not in cache.shapes
+    assert (frozenset({JOB_FIELDS[MAX_FIELD_SETS + 2]}), False) in cache.shapes
+    assert (frozenset({JOB_FIELDS[0]}), False) not in cache.shapes
 
 
 def test_fields_names_jobinfo_fields_and_refuses_others_naming_those_there_are() -> None:

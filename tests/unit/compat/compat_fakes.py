@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hal.client.records import records
+from hal.api.job_list import infos_without_defaults
+from hal.client.records import job_defaults, records
 from hal.compat.commands import run
 from hal.compat.sbatch import job_of
 from hal.core.errors import NotFound
@@ -135,6 +136,9 @@ class FakeClient:
     # jobs(fields=...): only those fields of each, as the server sends them; False: every
     # field, as a server that does not know fields= sends them
     fields: bool = True
+    # with fields=, those at their default left out too where HalClient asks so
+    # (``omit_defaults``, ADR 0028), as the server's list writes them
+    omit_defaults: bool = True
     submitted: list[JobSubmit] = field(default_factory=list)
     cancelled: list[tuple[str, int | None]] = field(default_factory=list)
     batch_only: list[str] = field(default_factory=list)  # cancel(batch_only=True)'s ids
@@ -242,6 +246,10 @@ class FakeClient:
         if not validate:
             fields = query.get("fields")
             listed = JobList(jobs=out)
+            defaults = job_defaults(fields) if fields and self.omit_defaults else None
+            if fields and self.fields and defaults:
+                body = infos_without_defaults(out, frozenset(fields)).decode()
+                return records(body, defaults).jobs  # type: ignore[no-any-return]
             if fields and self.fields:
                 body = listed.model_dump_json(include={"jobs": {"__all__": set(fields)}})
             else:

@@ -115,6 +115,23 @@ def test_squeue_asks_for_its_columns_sort_keys_and_filters_fields_only() -> None
     assert asks("--json") is None  # --json shows every field
 
 
+def test_a_plain_column_is_its_field_as_it_is() -> None:
+    from hal.compat.job_fields import PLAIN_LETTERS
+
+    for letter, name in PLAIN_LETTERS.items():
+        assert LETTER_FIELDS[letter] == (name,)
+        for info in queue():
+            assert JOB_LETTERS[letter][1](info, T0) == getattr(info, name), letter
+
+
+def test_a_sort_key_read_as_a_field_is_its_number() -> None:
+    from hal.compat.squeue import _SORT_FIELD, _SORT_NUMBERS
+
+    for letter, name in _SORT_FIELD.items():
+        for info in queue():
+            assert _SORT_NUMBERS[letter](info, T0) == getattr(info, name), letter
+
+
 def test_every_column_says_which_fields_it_reads() -> None:
     assert LETTER_FIELDS.keys() == JOB_LETTERS.keys()
     names = set(JobInfo.model_fields)

@@ -109,3 +109,24 @@ def test_the_list_sends_the_fields_named_and_refuses_unknown_ones(live: LiveServ
     )
     assert history.status_code == 200
     assert all(job.keys() == {"id", "steps"} for job in history.json()["jobs"])
+
+
+def test_omit_defaults_leaves_out_what_the_schema_says_is_the_default(live: LiveServer) -> None:
+    """``omit_defaults=true`` (ADR 0028): every job of the queue and of history less
+    the fields at the default the OpenAPI document gives, the others as without it."""
+    auth = {"Authorization": f"Bearer {live.token}"}
+    schema = httpx.get(f"{live.url}/openapi.json", timeout=120).json()
+    props = schema["components"]["schemas"]["JobInfoFields"]["properties"]
+    defaults = {name: prop["default"] for name, prop in props.items() if "default" in prop}
+    assert {"start_time", "nodes", "array_job_id", "steps"} <= defaults.keys()
+    fields = "id,state,start_time,end_time,nodes,array_job_id,priority,steps"
+    for extra in ({"all": "true"}, {"history": "true"}):
+        params = {"fields": fields, **extra}
+        full = httpx.get(f"{live.url}/v1/jobs", params=params, headers=auth).json()["jobs"]
+        params["omit_defaults"] = "true"
+        some = httpx.get(f"{live.url}/v1/jobs", params=params, headers=auth).json()["jobs"]
+        assert full and len(some) == len(full)
+        for short, whole in zip(some, full, strict=True):
+            assert {**{k: defaults[k] for k in whole if k not in short}, **short} == whole
+            assert all(k not in defaults or v != defaults[k] for k, v in short.items())
+        assert any(len(short) < len(whole) for short, whole in zip(some, full, strict=True))
