@@ -27,7 +27,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -127,13 +127,17 @@ class HtcClient:
         worker_output: str = "/dev/null",
         worker_lease: float = 600.0,
         journal: bool = False,
+        reattach: float = 0.0,
     ) -> Session:
         """Open a session. ``service`` is ``"module:function"`` (each task calls
         ``function(*args)``) or an argv list of an executable speaking the length-prefixed
         protocol (``hal.htc.service``). ``common`` is sent once and read by tasks with
         ``hal.htc.common()``. Workers get this process's ``PYTHONPATH`` unless
         ``environment`` sets one. With ``journal``, the broker keeps the session's tasks and
-        outcomes in a file, and a broker restart reopens the session instead of losing it."""
+        outcomes in a file, and a broker restart reopens the session instead of losing it.
+        ``reattach`` (seconds, with ``journal``): when the connection is lost (the broker
+        died, or a takeover moved it to another server), this client reattaches by itself
+        for up to that long, and its open futures and maps carry on."""
         if isinstance(service, str):
             kind, argv, target = "python", [], service
         elif isinstance(service, (list, tuple)) and all(isinstance(a, str) for a in service):
@@ -173,12 +177,24 @@ class HtcClient:
         packed = None if common is None else pack_common(common)
         r = self._request("POST", "/v1/htc/sessions", content=options.model_dump_json())
         ticket = SessionTicket.model_validate_json(r.content)
-        return Session(ticket, packed)
+        return Session(
+            ticket, packed, reattach=self._reattacher(ticket.session), reattach_s=reattach
+        )
 
-    def attach(self, session_id: str) -> Session:
-        """Reattach to a session this user opened (from any process)."""
-        r = self._request("POST", f"/v1/htc/sessions/{seg(session_id)}/attach")
-        return Session(SessionTicket.model_validate_json(r.content))
+    def attach(self, session_id: str, *, reattach: float = 0.0) -> Session:
+        """Reattach to a session this user opened (from any process); ``reattach`` as
+        for ``open_session``."""
+        again = self._reattacher(session_id)
+        return Session(again(), reattach=again, reattach_s=reattach)
+
+    def _reattacher(self, session_id: str) -> Callable[[], SessionTicket]:
+        """What asks the leading server for a new ticket to ``session_id``."""
+
+        def ticket() -> SessionTicket:
+            r = self._request("POST", f"/v1/htc/sessions/{seg(session_id)}/attach")
+            return SessionTicket.model_validate_json(r.content)
+
+        return ticket
 
     def sessions(self, *, include_ended: bool = False) -> list[SessionInfo]:
         params = {"all": "true"} if include_ended else {}

@@ -5,21 +5,31 @@ reattached client continues where the last one stopped). A reader thread receive
 result frames, hands each result to the sink registered for its id (a future, or a
 ``map`` stream), acknowledges the frame so the broker can forget it, and wakes the
 consumers once per frame rather than once per task.
+
+A session that survives its client (``journal=True``) and was given a way to ask for a
+new ticket (``HtcClient`` gives one when ``reattach`` is more than 0) reattaches by itself
+when its connection is lost (its broker died, a takeover moved it to another server):
+the reader thread asks for a ticket until ``reattach`` seconds have passed, connects,
+sends again the tasks whose ``SUBMIT`` the broker never recorded (those from its
+``next_task_id`` on; the client keeps each task's payload until its result comes), and
+goes on. Open futures and maps never notice, except for the wait; results that come a
+second time (acknowledged to the dead broker, resent by the new one) are dropped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
-from hal.core.errors import Conflict, InvalidRequest, PayloadTooLarge, Unavailable
+from hal.core.errors import Conflict, HalError, InvalidRequest, PayloadTooLarge, Unavailable
 from hal.htc import protocol as p
 from hal.htc import sigterm
 from hal.htc.errors import SessionEnded, TaskError
@@ -32,20 +42,28 @@ LEAVE_TIMEOUT_S = 10.0  # cancel() and detach() wait this long for the broker's 
 WAIT_SLICE_S = 0.5  # how often a blocked consumer re-checks whether the session ended
 DEFAULT_WINDOW = 65_536  # tasks a map keeps in flight: bounds memory on both sides
 DEFAULT_CHUNK = 2_048  # tasks per SUBMIT frame
+REATTACH_PAUSE_S = (0.5, 5.0)  # first and longest pause between reattach attempts
+
+log = logging.getLogger("hal.htc")
 
 
 class Session:
-    def __init__(self, ticket: SessionTicket, common: bytes | None = None) -> None:
-        """Connect to the session; ``common`` (``pack_common``) is sent once welcomed."""
+    def __init__(
+        self,
+        ticket: SessionTicket,
+        common: bytes | None = None,
+        *,
+        reattach: Callable[[], SessionTicket] | None = None,
+        reattach_s: float = 0.0,
+    ) -> None:
+        """Connect to the session; ``common`` (``pack_common``) is sent once welcomed.
+        ``reattach`` gives a new ticket for this session (through whichever server
+        leads); with it and ``reattach_s`` > 0, a lost connection of a session that
+        survives its client is reattached for up to that many seconds."""
         self.id = ticket.session
-        host, _, port = ticket.broker.rpartition(":")
-        try:
-            sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
-        except OSError as err:
-            raise Unavailable(f"cannot reach the HTC broker at {ticket.broker}: {err}") from err
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        p.keep_alive(sock)  # a vanished broker ends the session (LOST), not hangs it
-        self._sock = sock
+        self._new_ticket = reattach if reattach_s > 0 else None
+        self._reattach_s = reattach_s
+        self.reattaches = 0  # how often this client reattached by itself
         self._send_lock = threading.Lock()
         self._id_lock = threading.Lock()
         self._pending: dict[int, Sink] = {}
@@ -54,7 +72,6 @@ class Session:
         self._stopped = ""  # "closed", "detached", "disconnected": no new tasks from here
         self._detached = threading.Event()
         self._ended_event = threading.Event()
-        self._decoder = p.FrameDecoder()
         self._lost_reason = "the connection to the HTC broker was lost"
         # CANCEL requests sent and answered: the broker answers in order, so the nth
         # answer is the nth request's (one that timed out still cancels when it comes)
@@ -62,14 +79,16 @@ class Session:
         self._cancels_sent = 0
         self._cancels_answered = 0
         self._sigterm = False  # this block set the SIGTERM handler (``sigterm.install``)
-        self._send([p.HELLO_CLIENT, ticket.session, ticket.key])
-        welcome, early = self._read_welcome()
+        self._closing = False  # CLOSE sent: sent again after a reattach
+        self._sock, self._decoder, welcome, early = connect(ticket)
         if common is not None:
             self._send([p.COMMON, common])
         self.state = str(welcome.get("state", "OPEN"))
         if self.state == "CLOSED":  # reattached to a closed session: it takes no tasks
             self._stopped = "closed"
         self._next_id = int(welcome["next_task_id"])
+        self._own_from = self._next_id  # ids below are an earlier client's tasks
+        self._seen_orphans: set[int] = set()  # of those, the results delivered
         self.outstanding_at_attach = int(welcome.get("outstanding", 0))
         self._outstanding = self.outstanding_at_attach  # of those, not yet from results()
         # an executable's task takes one bytes or str argument: refused here otherwise
@@ -77,7 +96,10 @@ class Session:
         # recoverable (journal=True) or detached on purpose once: leaving the block
         # through an exception detaches it rather than cancel it
         self.survives_client = bool(welcome.get("survives_client", False))
-        sock.settimeout(None)
+        # payloads of tasks sent and not answered, to send again after a reattach
+        self._inflight: dict[int, bytes] | None = (
+            {} if self._new_ticket is not None and self.survives_client else None
+        )
         self._reader = threading.Thread(
             target=self._read_loop, args=(early,), name=f"htc-{self.id}", daemon=True
         )
@@ -162,7 +184,7 @@ class Session:
             flat: list[Any] = []
             for i, payload in enumerate(payloads[start:end], first + start):
                 flat += (i, payload)
-            self._send([p.SUBMIT, flat])
+            self._send_tasks(flat)
         if self._ended is not None:  # ended while these were registered: fail, not hang
             for f in futures:
                 f.fail(SessionEnded(*self._ended))
@@ -245,7 +267,7 @@ class Session:
                             index_of[task_id] = next_index + offset
                             pending[task_id] = stream
                             flat += (task_id, payloads[offset])
-                        self._send([p.SUBMIT, flat])
+                        self._send_tasks(flat)
                     next_index += len(batch)
                     room -= len(batch)
                 if exhausted and not index_of:
@@ -315,6 +337,7 @@ class Session:
         self._check_attached("close")
         self._stopped = "closed"
         if self._ended is None:
+            self._closing = True
             self._send([p.CLOSE])
             if not self._ended_event.wait(timeout):
                 raise TimeoutError(f"session {self.id} did not finish in {timeout} s")
@@ -393,12 +416,45 @@ class Session:
             return first
 
     def _send(self, message: list[Any]) -> None:
+        """Send one frame; while the reader reattaches, wait for it and send on the new
+        connection."""
         data = p.frame(message)
-        try:
+        deadline = time.monotonic() + self._reattach_s
+        while True:
             with self._send_lock:
+                sock = self._sock
+                try:
+                    sock.sendall(data)
+                    return
+                except OSError as err:
+                    error = err
+            while self._may_reattach() and self._sock is sock and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self._sock is sock:
+                raise Unavailable(f"lost the connection to the HTC broker: {error}") from error
+
+    def _send_tasks(self, flat: list[Any]) -> None:
+        """A ``SUBMIT``. Its payloads are kept first when the session may reattach: a frame
+        the dead broker never recorded is sent again by the reattach, not here (the new
+        broker would refuse the ids a second time)."""
+        inflight = self._inflight
+        if inflight is None:
+            self._send([p.SUBMIT, flat])
+            return
+        data = p.frame([p.SUBMIT, flat])
+        with self._send_lock:
+            for i in range(0, len(flat), 2):
+                inflight[flat[i]] = flat[i + 1]
+            with contextlib.suppress(OSError):
                 self._sock.sendall(data)
-        except OSError as err:
-            raise Unavailable(f"lost the connection to the HTC broker: {err}") from err
+
+    def _may_reattach(self) -> bool:
+        return (
+            self._new_ticket is not None
+            and self.survives_client
+            and self._ended is None
+            and self._stopped in ("", "closed")
+        )
 
     def _withdraw(self, future: TaskFuture) -> None:
         """``future.cancel()``: ask the broker to withdraw the task and wait for the
@@ -437,44 +493,90 @@ class Session:
                         return
                 stream.cond.wait(left)
 
-    def _read_welcome(self) -> tuple[dict[str, Any], list[list[Any]]]:
-        """The broker's WELCOME, and the frames that came in the same read after it.
-
-        The broker writes WELCOME and, in the same turn, the results a previous client
-        left unacknowledged (and ENDED for a session that is over), so one ``recv`` often
-        holds them all and the decoder has consumed them all. They go to the reader
-        thread: dropped here, they would be lost for good (the broker resends only on
-        the next attach) and ``results()`` would wait for them forever."""
-        while True:
-            data = self._sock.recv(1 << 16)
-            if not data:
-                raise Unavailable("the HTC broker closed the connection")
-            messages = self._decoder.feed(data)
-            for n, message in enumerate(messages):
-                if message[0] == p.WELCOME:
-                    return dict(message[1]), messages[n + 1 :]
-                if message[0] == p.ERROR:
-                    raise Unavailable(f"the HTC broker refused: {message[1]}")
-
     def _read_loop(self, early: list[list[Any]]) -> None:
-        """The reader thread: ``early`` (frames read with WELCOME) first, then the socket."""
-        try:
-            if self._handle(early):
-                return
-            sock, decoder = self._sock, self._decoder
-            while True:
-                data = sock.recv(1 << 20)
-                if not data:
-                    break
-                if self._handle(decoder.feed(data)):
+        """The reader thread: ``early`` (frames read with WELCOME) first, then the socket;
+        a lost connection is reattached when the session allows it."""
+        while True:
+            try:
+                if self._handle(early):
                     return
-        except (OSError, p.ProtocolError):
-            pass
+                sock, decoder = self._sock, self._decoder
+                while True:
+                    data = sock.recv(1 << 20)
+                    if not data:
+                        break
+                    if self._handle(decoder.feed(data)):
+                        return
+            except (OSError, p.ProtocolError):
+                pass
+            if not self._may_reattach():
+                break
+            again = self._reattach()
+            if again is None:
+                break
+            early = again
         self._end("LOST", self._lost_reason)
+
+    def _reattach(self) -> list[list[Any]] | None:
+        """Ask for a ticket and connect until ``reattach_s`` has passed; then send again
+        what the new broker does not have. Returns the frames that came with WELCOME, or
+        None (the session is lost: gone, ended, or no server answered in time)."""
+        assert self._new_ticket is not None
+        deadline = time.monotonic() + self._reattach_s
+        pause, longest = REATTACH_PAUSE_S
+        lost_reason = self._lost_reason
+        while self._may_reattach():
+            try:
+                sock, decoder, welcome, early = connect(self._new_ticket())
+                break
+            except Unavailable as err:
+                self._lost_reason = f"{lost_reason}; not reattached in {self._reattach_s} s: {err}"
+            except HalError as err:  # the session is gone or over: nothing to reattach
+                self._lost_reason = f"{lost_reason}; not reattached: {err}"
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, longest)
+        else:
+            return None
+        state = str(welcome.get("state", "OPEN"))
+        first_new = int(welcome["next_task_id"])
+        inflight = self._inflight or {}
+        with self._send_lock, self._id_lock:
+            if not self._may_reattach():  # disconnected meanwhile
+                sock.close()
+                return None
+            old, self._sock, self._decoder = self._sock, sock, decoder
+            self._next_id = max(self._next_id, first_new)
+            cancels_sent = self._cancels_sent
+            lost = sorted(i for i in inflight if i >= first_new)
+            with contextlib.suppress(OSError):  # (the next reattach sends it all again)
+                for start in range(0, len(lost), DEFAULT_CHUNK):
+                    ids = lost[start : start + DEFAULT_CHUNK]
+                    sock.sendall(p.frame([p.SUBMIT, [x for i in ids for x in (i, inflight[i])]]))
+                if self._closing and state != "CLOSED":
+                    sock.sendall(p.frame([p.CLOSE]))
+        old.close()
+        with self._cancels:  # CANCELs the dead broker never answered: none will come
+            self._cancels_answered = max(self._cancels_answered, cancels_sent)
+            self._cancels.notify_all()
+        self._lost_reason = lost_reason
+        self.state = state
+        self.reattaches += 1
+        log.warning(
+            "HTC session %s reattached (%d tasks sent again, %d outstanding)",
+            self.id,
+            len(lost),
+            int(welcome.get("outstanding", 0)),
+        )
+        return early
 
     def _handle(self, messages: list[list[Any]]) -> bool:
         """Act on received frames; True once DETACHED came (the reader stops)."""
         pending, orphans, sock = self._pending, self._orphans, self._sock
+        inflight = self._inflight
         for message in messages:
             kind = message[0]
             if kind == p.RESULTS:
@@ -482,7 +584,16 @@ class Session:
                 touched: set[Any] = set()
                 for i in range(0, len(flat), 3):
                     task_id = flat[i]
-                    sink = pending.pop(task_id, None) or orphans
+                    sink = pending.pop(task_id, None)
+                    if sink is None:
+                        # delivered before (acknowledged to a broker that died first),
+                        # or withdrawn: nobody waits for it
+                        if task_id >= self._own_from or task_id in self._seen_orphans:
+                            continue
+                        self._seen_orphans.add(task_id)
+                        sink = orphans
+                    if inflight is not None:
+                        inflight.pop(task_id, None)
                     sink.deliver(task_id, flat[i + 1], flat[i + 2])
                     touched.add(sink)
                 with self._send_lock:
@@ -491,6 +602,8 @@ class Session:
                     sink.wake()
             elif kind == p.CANCEL:
                 for task_id in message[1]:
+                    if inflight is not None:
+                        inflight.pop(task_id, None)
                     withdrawn = pending.get(task_id)
                     if withdrawn is None:
                         continue
@@ -571,3 +684,43 @@ def check_sizes(payloads: list[bytes], first_index: int = 0) -> list[int]:
             "once as common data, or pass a path"
         )
     return sizes
+
+
+def connect(
+    ticket: SessionTicket,
+) -> tuple[socket.socket, p.FrameDecoder, dict[str, Any], list[list[Any]]]:
+    """Connect and say hello: the socket, its decoder, the broker's WELCOME, and the frames
+    that came in the same read after it.
+
+    The broker writes WELCOME and, in the same turn, the results a previous client left
+    unacknowledged (and ENDED for a session that is over), so one ``recv`` often holds
+    them all and the decoder has consumed them all. They go to the reader thread:
+    dropped here, they would be lost for good (the broker resends only on the next
+    attach) and ``results()`` would wait for them forever."""
+    host, _, port = ticket.broker.rpartition(":")
+    try:
+        sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
+    except OSError as err:
+        raise Unavailable(f"cannot reach the HTC broker at {ticket.broker}: {err}") from err
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        p.keep_alive(sock)  # a vanished broker ends the session (LOST), not hangs it
+        sock.sendall(p.frame([p.HELLO_CLIENT, ticket.session, ticket.key]))
+        decoder = p.FrameDecoder()
+        while True:
+            data = sock.recv(1 << 16)
+            if not data:
+                raise Unavailable("the HTC broker closed the connection")
+            messages = decoder.feed(data)
+            for n, message in enumerate(messages):
+                if message[0] == p.WELCOME:
+                    sock.settimeout(None)
+                    return sock, decoder, dict(message[1]), messages[n + 1 :]
+                if message[0] == p.ERROR:
+                    raise Unavailable(f"the HTC broker refused: {message[1]}")
+    except OSError as err:
+        sock.close()
+        raise Unavailable(f"lost the connection to the HTC broker: {err}") from err
+    except BaseException:
+        sock.close()
+        raise

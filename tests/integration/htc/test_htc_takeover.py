@@ -49,25 +49,36 @@ def pair(
             stop_process(server.proc)
 
 
-@pytest.mark.timeout(600)  # worker jobs start slowly on a loaded machine
-def test_a_journaled_session_is_reattached_through_the_new_leader(
-    pair: tuple[list[ServerProcess], str, str], tmp_path: Path
-) -> None:
-    servers, admin, agent_token = pair
-    both = ",".join(s.url for s in servers)
+def start_agent(
+    servers: list[ServerProcess], token: str, tmp_path: Path
+) -> subprocess.Popen[bytes]:
+    """``hal agent`` given both servers: node1, 2 CPUs."""
     with open(tmp_path / "agent.log", "ab") as log:
-        agent = subprocess.Popen(
+        return subprocess.Popen(
             [
                 *(sys.executable, "-m", "hal.cli.main", "agent"),
                 *(a for s in servers for a in ("--server", s.url)),
                 *("--name", "node1", "--cpus", "2", "--memory", "2G"),
                 *("--state-dir", str(tmp_path / "agent"), "--unknown-users-as-agent"),
             ],
-            env={**os.environ, "HAL_URL": both, "HAL_TOKEN": agent_token},
+            env={
+                **os.environ,
+                "HAL_URL": ",".join(s.url for s in servers),
+                "HAL_TOKEN": token,
+            },
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+@pytest.mark.timeout(600)  # worker jobs start slowly on a loaded machine
+def test_a_journaled_session_is_reattached_through_the_new_leader(
+    pair: tuple[list[ServerProcess], str, str], tmp_path: Path
+) -> None:
+    servers, admin, agent_token = pair
+    both = ",".join(s.url for s in servers)
+    agent = start_agent(servers, agent_token, tmp_path)
     gate, open_gate = tmp_path / f"gate-{secrets.token_hex(4)}", tmp_path / "open"
     open_gate.touch()
     calls = [(str(open_gate), x) for x in range(20)] + [(str(gate), x) for x in range(20, 100)]
@@ -110,4 +121,50 @@ def test_a_journaled_session_is_reattached_through_the_new_leader(
             assert (info.submitted, info.completed, info.failed) == (100, 100, 0)
     finally:
         gate.touch()  # (a worker left waiting on it ends: agents leave their jobs running)
+        stop_process(agent)
+
+
+@pytest.mark.timeout(600)
+def test_a_session_given_reattach_follows_the_new_leader_by_itself(
+    pair: tuple[list[ServerProcess], str, str], tmp_path: Path
+) -> None:
+    """``reattach``: the leader is killed while the session's tasks wait; the same
+    session object reattaches through the new leader and its futures all resolve, with
+    no call from the user."""
+    servers, admin, agent_token = pair
+    both = ",".join(s.url for s in servers)
+    agent = start_agent(servers, agent_token, tmp_path)
+    gate = tmp_path / f"gate-{secrets.token_hex(4)}"
+    try:
+        with HtcClient(both, admin) as hc, HalClient(both, admin) as client:
+            wait_until(
+                lambda: any(n.name == "node1" and n.state == "UP" for n in client.nodes()),
+                timeout=60,
+                message="the agent to register",
+            )
+            s = hc.open_session(
+                AFTER_FILE,
+                max_workers=2,
+                journal=True,
+                reattach=240,
+                worker_output=str(tmp_path / "w-%j.out"),
+            )
+            futures = s.submit_many([(str(gate), x) for x in range(50)])
+            wait_until(
+                lambda: hc.session(s.id).submitted == 50,
+                timeout=30,
+                message="the broker to accept (and journal) every task",
+            )
+            os.kill(servers[0].proc.pid, signal.SIGKILL)
+            servers[0].proc.wait(10)
+            gate.touch()
+            more = s.submit_many([(str(gate), x) for x in range(50, 60)])
+            assert [f.result(240) for f in futures + more] == list(range(60))
+            assert s.reattaches >= 1 and s.ended is None
+            assert servers[1].role() == "leader"
+            assert s.close(30) == "DONE"
+            info = hc.session(s.id)
+            assert (info.submitted, info.completed, info.failed) == (60, 60, 0)
+    finally:
+        gate.touch()
         stop_process(agent)

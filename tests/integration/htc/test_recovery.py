@@ -57,6 +57,30 @@ def test_killing_the_broker_reopens_journaled_sessions_and_loses_the_others(
     assert not list(journals.glob("*.journal"))  # removed when the session ended
 
 
+def test_a_client_given_reattach_carries_on_through_a_broker_kill(
+    hc: HtcClient, server: LiveServer
+) -> None:
+    """``reattach``: the same session object's futures and map see nothing of the
+    broker's death but the wait. The client asks for a ticket (which starts a broker
+    that reopens the session), sends again what the dead broker had not recorded, and
+    every task comes back once with its own value."""
+    s = hc.open_session(SLEEP, max_workers=2, journal=True, reattach=60)
+    futures = s.submit_many([(10,)] * 200)
+    futures[20].result(30)
+    broker: BrokerProcess = cast(HalServer, server.server).ctx.htc_broker
+    old_pid = broker.pid
+    assert old_pid is not None
+    os.kill(old_pid, signal.SIGKILL)
+    more = s.submit_many([(5,)] * 50)  # sent while the broker is gone, or to the next one
+    assert [f.result(60) for f in futures + more] == [10] * 200 + [5] * 50
+    assert list(s.map([1, 2, 3])) == [1, 2, 3]
+    assert s.reattaches >= 1 and s.ended is None
+    assert broker.pid not in (None, old_pid)
+    assert s.close(30) == "DONE"
+    info = hc.session(s.id)
+    assert (info.submitted, info.completed, info.failed) == (253, 253, 0)
+
+
 def test_outcomes_never_acknowledged_before_the_kill_all_reach_the_reattached_client(
     hc: HtcClient, server: LiveServer
 ) -> None:

@@ -186,3 +186,66 @@ def test_a_task_waiting_on_a_broker_whose_host_vanished_ends_the_session() -> No
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ended: LOST"
+
+
+def test_a_lost_connection_is_reattached_and_unrecorded_tasks_are_sent_again() -> None:
+    """A journaled session's broker dies (a takeover) after it recorded tasks 1 and 2
+    and answered task 1. The client asks for a new ticket, the new broker's
+    WELCOME says it has tasks up to 2 (``next_task_id`` 3) and resends task 1's result
+    (the dead broker's ACK was lost): the client sends 3 and 4 again, with their
+    payloads, drops the second result of 1, and every future gets its own result."""
+    first = socket.create_server(("127.0.0.1", 0))
+    second = socket.create_server(("127.0.0.1", 0))
+    seen: list[Any] = []
+
+    def dying() -> None:
+        conn, _ = first.accept()
+        with conn, conn.makefile("rb") as stream:
+            p.read_frame(stream)
+            welcome = {"session": "s1", "state": "OPEN", "next_task_id": 1, "outstanding": 0}
+            welcome["survives_client"] = True
+            conn.sendall(p.frame([p.WELCOME, welcome]))
+            for _ in range(2):  # the two SUBMIT frames: 1 and 2, then 3 and 4
+                seen.append(p.read_frame(stream))
+            conn.sendall(p.frame([p.RESULTS, 1, [1, p.OK, p.pack(10)]]))
+            p.read_frame(stream)  # its ACK, then the broker dies
+
+    def recovered() -> None:
+        conn, _ = second.accept()
+        with conn, conn.makefile("rb") as stream:
+            p.read_frame(stream)
+            welcome = {"session": "s1", "state": "OPEN", "next_task_id": 3, "outstanding": 2}
+            welcome["survives_client"] = True
+            conn.sendall(p.frame([p.WELCOME, welcome]))
+            conn.sendall(p.frame([p.RESULTS, 1, [1, p.OK, p.pack(11), 2, p.OK, p.pack(20)]]))
+            while (message := p.read_frame(stream)) is not None:
+                seen.append(message)
+                if message[0] == p.SUBMIT:
+                    flat = message[1]
+                    out = [x for i in flat[0::2] for x in (i, p.OK, p.pack(10 * i))]
+                    conn.sendall(p.frame([p.RESULTS, 2, out]))
+
+    brokers = [threading.Thread(target=f, daemon=True) for f in (dying, recovered)]
+    for thread in brokers:
+        thread.start()
+    tickets = [
+        SessionTicket(session="s1", broker=f"127.0.0.1:{s.getsockname()[1]}", key=k)
+        for s, k in ((first, "k1"), (second, "k2"))
+    ]
+    session = Session(tickets[0], reattach=lambda: tickets[1], reattach_s=30)
+    try:
+        futures = [session.submit(1), session.submit(2)]
+        futures += session.submit_many([(3,), (4,)])
+        assert [f.result(30) for f in futures] == [10, 20, 30, 40]
+        assert session.reattaches == 1
+        assert session.ended is None
+    finally:
+        session.disconnect()
+        for thread in brokers:
+            thread.join(10)
+        first.close()
+        second.close()
+    submits = [m for m in seen if m[0] == p.SUBMIT]
+    # 1 and 2 to the first broker; 3 and 4 again to the second, which had not recorded them
+    assert [m[1][0::2] for m in submits] == [[1], [2], [3, 4]]
+    assert submits[-1][1][1::2] == [p.pack([3]), p.pack([4])]

@@ -380,7 +380,7 @@ def test_close_and_cancel_after_detach_say_to_reattach() -> None:
 def test_a_second_results_call_does_not_wait_for_results_already_delivered() -> None:
     """Each call counted down from ``outstanding_at_attach`` again: the second waited
     for results the first had yielded (a TimeoutError, or for ever)."""
-    welcome = {**WELCOME, "outstanding": 2}
+    welcome = {**WELCOME, "outstanding": 2, "next_task_id": 9}  # 6 and 7: an earlier client's
     resent = [p.RESULTS, 2, [6, p.OK, p.pack(60), 7, p.OK, p.pack(70)]]
     with scripted_broker([[p.WELCOME, welcome], resent]) as (ticket, _, _):
         session = ClientSession(ticket)
