@@ -36,6 +36,7 @@ from hal.scheduler.framework.interfaces import (
     QueueSortPlugin,
     ReservePlugin,
     ScoreNormalizer,
+    WeightedScorer,
     ScorePlugin,
 )
 from hal.scheduler.framework.node_table import NodeTable
@@ -100,6 +101,7 @@ __all__ = [
     "ReservePlugin",
     "Scheduler",
     "ScoreNormalizer",
+    "WeightedScorer",
     "ScorePlugin",
     "Stage",
     "StateKey",
