@@ -149,18 +149,9 @@ class _Nodes:
     # a row's mix → its (2, keys) scores, as ``add`` worked them out: jobs of one kind and
     # size placed on empty nodes give many rows the same mix, and the same numbers from
     # the same sum (so the same decisions) cost a look-up
-    # (and the key columns scoring below ``MAX_NODE_SCORE`` there)
-    by_mix: dict[tuple[float, ...], tuple[FloatArray, tuple[int, ...]]] = field(
-        default_factory=dict
-    )
+    by_mix: dict[tuple[float, ...], FloatArray] = field(default_factory=dict)
     # (key, weighted) → its column of ``scores`` (a view: ``add`` writes the table in place)
     columns: dict[tuple[tuple[str, bool], bool], FloatArray] = field(default_factory=dict)
-    # the key columns that score ``MAX_NODE_SCORE`` on every row (made with the table;
-    # ``add`` drops a key when a row's score for it falls, and never puts one back): a
-    # job of such a key scores the same on every node, and PreScore skips it
-    flat: set[int] = field(default_factory=set)
-    # id(job spec) → the class of its workload (the pass's specs live as long as it)
-    classes_by_spec: dict[int, str | None] = field(default_factory=dict)
 
     def mix_of(self, row: int) -> list[float]:
         """The shares on ``row``, ``both[row]`` as it stands (not to be written)."""
@@ -180,7 +171,6 @@ class _Nodes:
             table = self.scores = np.empty((len(plain), 2, plain.shape[1]))
             table[:, 0] = plain
             np.multiply(plain, self.weight, out=table[:, 1])
-            self.flat = set(np.flatnonzero((plain == MAX_NODE_SCORE).all(axis=0)).tolist())
         return table
 
     def weigh(self, weight: float) -> None:
@@ -204,7 +194,7 @@ class _Nodes:
         k = _INDEX[cls]
         guarded = len(CLASSES) + k
         both, placed_on, mixes = self.both, self.placed_on, self.mixes
-        table, by_mix, flat = self.scores, self.by_mix, self.flat
+        table, by_mix = self.scores, self.by_mix
         if sign > 0:
             self.placed[job_id] = entry
         else:
@@ -225,20 +215,17 @@ class _Nodes:
                 found = by_mix.get(seen)
                 if found is None:
                     found = by_mix[seen] = self._row_scores(mix)
-                table[row] = found[0]
-                if flat and found[1]:
-                    flat.difference_update(found[1])
+                table[row] = found
 
-    def _row_scores(self, mix: list[float]) -> tuple[FloatArray, tuple[int, ...]]:
-        """(2, keys): ``_scores`` of the row's harm, then times ``weight``; and the key
-        columns below ``MAX_NODE_SCORE``. The product in numpy (the table's own sums);
-        the rest in Python floats, the same IEEE operations as ``_scores``' and the
-        runtime's multiply on ten numbers."""
+    def _row_scores(self, mix: list[float]) -> FloatArray:
+        """(2, keys): ``_scores`` of the row's harm, then times ``weight``. The product
+        in numpy (the table's own sums); the rest in Python floats, the same IEEE
+        operations as ``_scores``' and the runtime's multiply on ten numbers."""
         harm: list[float] = (np.array(mix) @ self.coef.scaled).tolist()
         plain = [max(1.0 - h, 0.0) * MAX_NODE_SCORE for h in harm]
         w = self.weight
         out: FloatArray = np.array((plain, [x * w for x in plain]))
-        return out, tuple(j for j, x in enumerate(plain) if x < MAX_NODE_SCORE)
+        return out
 
     def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
         """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
@@ -262,8 +249,6 @@ class _Coef:
     on_guarded: FloatArray
     # the two stacked (for ``_Nodes.both``) over a doubling's harm
     scaled: FloatArray = field(init=False)
-    # no pair clashes beyond the tolerance: every score is ``MAX_NODE_SCORE``
-    calm: bool = field(init=False)
     # per key column: ``on_share``'s and ``on_guarded``'s as Python floats (the note
     # weighs five numbers: cheaper in Python than in numpy's small-array calls)
     columns: tuple[tuple[list[float], list[float]], ...] = field(init=False)
@@ -271,7 +256,6 @@ class _Coef:
     def __post_init__(self) -> None:
         both = np.vstack((self.on_share, self.on_guarded))
         object.__setattr__(self, "scaled", both / _SCALE)
-        object.__setattr__(self, "calm", not both.any())
         mine, theirs = self.on_share.T.tolist(), self.on_guarded.T.tolist()
         object.__setattr__(self, "columns", tuple(zip(mine, theirs, strict=True)))
 
@@ -294,6 +278,8 @@ class _Coef:
 
 # Per pass: the nodes' shares and the matrix as coefficients (``_Nodes.coef``).
 NODES: StateKey[_Nodes] = StateKey("dissonance.nodes")
+# Per pass: id(job spec) → the class of its workload (the pass's specs live as long as it)
+CLASSES_BY_SPEC: StateKey[dict[int, str | None]] = StateKey("dissonance.classes_by_spec")
 _UNSET = "\0"
 # Per job: (class, latency-sensitive) (PreScore → Score and Reserve).
 KEY: StateKey[tuple[str, bool]] = StateKey("dissonance.key")
@@ -324,28 +310,21 @@ class Dissonance:
         view = ctx.snapshot.dissonance
         if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
             return SKIP  # (a reservation in the future: who will be its neighbours is unknown)
-        nodes = ctx.data.get(NODES)
-        if nodes is None:
-            nodes = self._nodes(ctx, view)
-        if nodes.coef.calm:
-            return SKIP  # (nothing clashes: every node would score 100, see ``flat``)
         extra = job.extra
         if PROFILE_CLASS in extra:
             cls = job_class(job, view)
         else:  # (by its workload: the same for every job of one spec, an array's elements)
-            classes = nodes.classes_by_spec
+            classes = ctx.data.get(CLASSES_BY_SPEC)
+            if classes is None:
+                classes = {}
+                ctx.data.write(CLASSES_BY_SPEC, classes)
             spec_key = id(job.spec)
             cls = classes.get(spec_key, _UNSET)
             if cls is _UNSET:
                 cls = classes[spec_key] = job_class(job, view)
         if cls is None:
             return SKIP
-        ls = extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected
-        state.write(KEY, (cls, ls))
-        if nodes.scores is None:
-            nodes.table()
-        if nodes.flat and 2 * _INDEX[cls] + ls in nodes.flat:
-            return SKIP  # (Reserve still counts the job, by its key)
+        state.write(KEY, (cls, extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected))
         return SUCCESS
 
     # -- Score ------------------------------------------------------------------------
@@ -394,13 +373,11 @@ class Dissonance:
         view = ctx.snapshot.dissonance
         if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
             return SUCCESS
-        nodes = self._nodes(ctx, view)
-        if nodes.coef.calm:
-            return SUCCESS  # (no job's score can change: nothing to count)
         key = state.get(KEY)
         cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
         if cls is None:
             return SUCCESS
+        nodes = self._nodes(ctx, view)
         rows = _rows(ctx, allocation)
         if key is not None and len(rows) == 1 and len(allocation.nodes) == 1:
             note = self._note(ctx, nodes, view, state, key, rows[0][0])
