@@ -358,11 +358,16 @@ class Dissonance:
         view = ctx.snapshot.dissonance
         if key is None or view is None:
             return np.zeros(len(feasible))
-        nodes = self._nodes(ctx, view)
+        nodes = ctx.data.get(NODES)
+        if nodes is None:
+            nodes = self._nodes(ctx, view)
         if nodes.weight != weight:
             nodes.weigh(weight)
             self._weight = weight  # (the next pass's tables start with it)
-        out: FloatArray = nodes.scores_of(key, True)[feasible]
+        column = nodes.columns.get((key, True))
+        if column is None:
+            column = nodes.scores_of(key, True)
+        out: FloatArray = column[feasible]
         return out
 
     # -- Reserve ----------------------------------------------------------------------
@@ -377,7 +382,9 @@ class Dissonance:
         cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
         if cls is None:
             return SUCCESS
-        nodes = self._nodes(ctx, view)
+        nodes = ctx.data.get(NODES)
+        if nodes is None:
+            nodes = self._nodes(ctx, view)
         rows = _rows(ctx, allocation)
         if key is not None and len(rows) == 1 and len(allocation.nodes) == 1:
             note = self._note(ctx, nodes, view, state, key, rows[0][0])
