@@ -36,8 +36,8 @@ from hal.scheduler.framework.interfaces import (
     QueueSortPlugin,
     ReservePlugin,
     ScoreNormalizer,
-    WeightedScorer,
     ScorePlugin,
+    WeightedScorer,
 )
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.planner import BackfillResult
@@ -101,12 +101,12 @@ __all__ = [
     "ReservePlugin",
     "Scheduler",
     "ScoreNormalizer",
-    "WeightedScorer",
     "ScorePlugin",
     "Stage",
     "StateKey",
     "Status",
     "Termination",
+    "WeightedScorer",
     "WillRunResult",
     "build_profile",
     "placement_key",

@@ -186,7 +186,9 @@ class _Nodes:
         (a view: not to be written)."""
         out = self.columns.get((key, weighted))
         if out is None:
-            out = self.columns[key, weighted] = self.table()[:, int(weighted), self.coef.column(key)]
+            out = self.columns[key, weighted] = self.table()[
+                :, int(weighted), self.coef.column(key)
+            ]
         return out
 
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
