@@ -10,19 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hal.bench.dissonance_pass import classed_workload
-from hal.bench.sched_limits import build_policy
-from hal.bench.sched_pass import CPUS, GPUS, NOW
 from hal.core.dissonance import DissonanceView
-from hal.core.job import Job
 from hal.core.profiles import CLASSES, LATENCY_SENSITIVE, PROFILE_CLASS
-from hal.scheduler.framework import ClusterSnapshot, ProfileError, Scheduler
-from hal.scheduler.framework.context import PassContext
-from hal.scheduler.framework.cycle_state import CycleState
-from hal.scheduler.framework.interfaces import FloatArray, IndexArray
-from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
-from hal.scheduler.plugins.dissonance import plugin as dissonance
+from hal.scheduler.framework import ProfileError
+from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import ClusterBuilder, JobBuilder, cluster, make_job, placed_nodes
 from hal.testing.examples import examples
 
@@ -190,73 +181,3 @@ def test_never_overrides_a_filter(running, pending, cells) -> None:  # type: ign
             r.cpus for r in p.allocation.per_node
         )
     assert all(v >= 0 for v in free.values())
-
-
-class _Checked(dissonance.Dissonance):
-    """The plugin, each weighted Score checked against the plain one times the weight."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.checked = 0
-
-    def score_weighted(
-        self,
-        ctx: PassContext,
-        state: CycleState,
-        job: Job,
-        request: NodeRequest,
-        feasible: IndexArray,
-        weight: float,
-    ) -> FloatArray:
-        out = super().score_weighted(ctx, state, job, request, feasible, weight)
-        plain = self.score(ctx, state, job, request, feasible)
-        assert (plain * weight).tobytes() == out.tobytes()  # bit for bit
-        self.checked += 1
-        return out
-
-
-class _Plain:
-    """The plugin without ``score_weighted``: the runtime multiplies by the weight."""
-
-    name = dissonance.NAME
-
-    def __init__(self) -> None:
-        self.inner = dissonance.Dissonance()
-        self.pre_score = self.inner.pre_score
-        self.score = self.inner.score
-        self.reserve = self.inner.reserve
-        self.unreserve = self.inner.unreserve
-
-
-def _with(plugin: object, weight: float) -> Scheduler:
-    registry = default_registry(policy=build_policy(120, CPUS, GPUS))
-    registry._factories[dissonance.NAME] = lambda args: plugin  # type: ignore[assignment,return-value]
-    return build_scheduler(default_profile(limits=True, dissonance_weight=weight), registry)
-
-
-@pytest.mark.parametrize("weight", [2.0, 3.0, 0.7])
-def test_weighted_scores_decide_as_the_runtime_multiply(weight: float) -> None:
-    """The plugin keeps its scores weighted (``WeightedScorer``): the same floats as the
-    runtime's ``score * weight`` on every job scored, so the same placements, notes and
-    verdicts, pass after pass."""
-    workload, view = classed_workload(1500, 120, 1)
-    checked, plain = _Checked(), _Plain()
-    results = []
-    for sched in (_with(checked, weight), _with(plain, weight)):
-        runs = []
-        for revision, running in enumerate((workload.running, workload.running[::2]), 1):
-            snap = ClusterSnapshot(
-                revision, NOW, workload.nodes, workload.partitions, workload.pending,
-                running, workload.related, dissonance=view,
-            )  # fmt: skip
-            result = sched.run_pass(snap)
-            runs.append(
-                (
-                    [(p.job_id, p.allocation, p.note) for p in result.plan.placements],
-                    sorted(result.statuses.items()),
-                )
-            )
-        results.append(runs)
-    assert checked.checked > 100
-    assert results[0] == results[1]
-    assert any("(dissonance)" in note for _, _, note in results[0][0][0])

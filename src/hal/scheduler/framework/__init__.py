@@ -37,7 +37,6 @@ from hal.scheduler.framework.interfaces import (
     ReservePlugin,
     ScoreNormalizer,
     ScorePlugin,
-    WeightedScorer,
 )
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.planner import BackfillResult
@@ -106,7 +105,6 @@ __all__ = [
     "StateKey",
     "Status",
     "Termination",
-    "WeightedScorer",
     "WillRunResult",
     "build_profile",
     "placement_key",

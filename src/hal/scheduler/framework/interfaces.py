@@ -181,24 +181,6 @@ class ScoreNormalizer(Protocol):
 
 
 @runtime_checkable
-class WeightedScorer(Protocol):
-    def score_weighted(
-        self,
-        ctx: PassContext,
-        state: CycleState,
-        job: Job,
-        request: NodeRequest,
-        feasible: IndexArray,
-        weight: float,
-    ) -> FloatArray:
-        """``score(...) * weight``, the same floats bit for bit, for a plugin that keeps
-        its scores for the pass and can keep them weighted too: the runtime then calls
-        this instead of ``score`` and skips its own multiply (a numpy call per job). Not
-        used with a ``ScoreNormalizer`` (the weight applies after normalising)."""
-        ...
-
-
-@runtime_checkable
 class ReservePlugin(Plugin, Protocol):
     def reserve(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation

@@ -48,8 +48,6 @@ from hal.scheduler.framework.interfaces import (
     FloatArray,
     IndexArray,
     ScoreNormalizer,
-    ScorePlugin,
-    WeightedScorer,
 )
 from hal.scheduler.framework.keys import (
     FITS,
@@ -133,34 +131,6 @@ FilterCalls = tuple[
 _REMEMBER_FROM = 16
 
 
-ScoreCall = Callable[[PassContext, CycleState, Job, NodeRequest, IndexArray], FloatArray]
-
-
-def _scorer(
-    plugin: ScorePlugin, weight: float
-) -> tuple[str, ScoreCall, float, Callable[[FloatArray], FloatArray] | None]:
-    """(name, the call, the weight the runtime applies, the normaliser) for one Score
-    plugin: a ``WeightedScorer`` (without a normaliser) is asked for its scores already
-    weighted, and the runtime's weight is then 1 (no multiply)."""
-    if isinstance(plugin, ScoreNormalizer):
-        return plugin.name, plugin.score, weight, plugin.normalize_scores
-    if weight != 1 and isinstance(plugin, WeightedScorer):
-        return plugin.name, partial(_weighted, plugin.score_weighted, weight), 1.0, None
-    return plugin.name, plugin.score, weight, None
-
-
-def _weighted(
-    call: Callable[[PassContext, CycleState, Job, NodeRequest, IndexArray, float], FloatArray],
-    weight: float,
-    ctx: PassContext,
-    state: CycleState,
-    job: Job,
-    request: NodeRequest,
-    feasible: IndexArray,
-) -> FloatArray:
-    return call(ctx, state, job, request, feasible, weight)
-
-
 class Framework:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
@@ -172,7 +142,10 @@ class Framework:
         self._pre_filter_calls = tuple((p.name, p.pre_filter) for p in profile.pre_filter)
         self._filter_calls: FilterCalls = tuple((p.name, p.filter) for p in profile.filter)
         self._filters_skipping: dict[frozenset[str], FilterCalls] = {}
-        self._scorers = tuple(_scorer(p, w) for p, w in profile.score)
+        self._scorers = tuple(
+            (p.name, p.score, w, p.normalize_scores if isinstance(p, ScoreNormalizer) else None)
+            for p, w in profile.score
+        )
 
     def sort(self, jobs: Iterable[Job]) -> list[Job]:
         """By the QueueSort key, ties by job id: sorted by id, then (stably) by key, so

@@ -30,7 +30,6 @@ EXTENSION_POINTS = {
     "post_filter": "PostFilter",
     "pre_score": "PreScore",
     "score": "Score",
-    "score_weighted": "Score",
     "normalize_scores": "Score",
     "reserve": "Reserve",
     "unreserve": "Reserve",

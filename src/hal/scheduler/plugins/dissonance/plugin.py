@@ -48,7 +48,6 @@ from hal.scheduler.framework.interfaces import (
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
-    WeightedScorer,
 )
 from hal.scheduler.framework.keys import (
     NODE_SCORES,
@@ -135,76 +134,54 @@ class _Nodes:
     updates: int  # ``base.updates`` when this pass took it
     lock: threading.Lock  # the plugin's, held while ``base`` is read
     coef: _Coef  # the pass's matrix as coefficients
-    # the profile's weight of this plugin (``score_weighted``; 1 until it says)
-    weight: float = 1.0
     placed: dict[int, _Entry] = field(default_factory=dict)  # in this pass
     placed_on: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → those
-    # (rows, 2, keys): the score of every key (class, latency-sensitive: ``_Coef.column``)
-    # on every row, then the same times ``weight``; made at the first Score of the pass
-    # and kept up to date by ``add``
+    # the score of every key (class, latency-sensitive: ``_Coef.column``) on every row,
+    # made at the first Score of the pass and kept up to date by ``add``
     scores: FloatArray | None = None
-    # the rows ``add`` changed since ``both`` was last written, as Python floats: a
-    # float's ``+=`` costs far less on a list than on a numpy row (the same IEEE sums)
-    mixes: dict[int, list[float]] = field(default_factory=dict)
-    # a row's mix → its (2, keys) scores, as ``add`` worked them out: jobs of one kind and
-    # size placed on empty nodes give many rows the same mix, and the same numbers from
-    # the same sum (so the same decisions) cost a look-up
-    by_mix: dict[tuple[float, ...], FloatArray] = field(default_factory=dict)
-    # (key, weighted) → its column of ``scores`` (a view: ``add`` writes the table in place)
-    columns: dict[tuple[tuple[str, bool], bool], FloatArray] = field(default_factory=dict)
+    # a row's mix (``both[row]``'s bytes) → its scores, as ``add`` worked them out: jobs
+    # of one kind and size placed on empty nodes give many rows the same mix, and the
+    # same numbers from the same sum (so the same decisions) cost a look-up
+    by_mix: dict[bytes, FloatArray] = field(default_factory=dict)
+    # key → its column of ``scores`` (a view: ``add`` writes the table in place)
+    columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
 
-    def mix_of(self, row: int) -> list[float]:
-        """The shares on ``row``, ``both[row]`` as it stands (not to be written)."""
-        found = self.mixes.get(row)
-        return found if found is not None else self.both[row].tolist()
+    @property
+    def share(self) -> FloatArray:
+        """(rows, classes): the share of each node's CPUs each class holds."""
+        return self.both[:, : len(CLASSES)]
+
+    @property
+    def guarded(self) -> FloatArray:
+        """(rows, classes): the latency-sensitive jobs' part of ``share``."""
+        return self.both[:, len(CLASSES) :]
 
     def table(self) -> FloatArray:
-        """The scores of every key on every row, (rows, 2, keys): plain, then weighted
-        (made at the first call of the pass)."""
+        """The score of every key on every row (made at the first call of the pass)."""
         table = self.scores
         if table is None:
-            both = self.both
-            for row, mix in self.mixes.items():  # (Reserve before any Score)
-                both[row] = mix
-            self.mixes.clear()
-            plain = _scores(both @ self.coef.scaled)
-            table = self.scores = np.empty((len(plain), 2, plain.shape[1]))
-            table[:, 0] = plain
-            np.multiply(plain, self.weight, out=table[:, 1])
+            table = self.scores = _scores(self.both @ self.coef.scaled)
         return table
 
-    def weigh(self, weight: float) -> None:
-        """Keep the weighted scores for ``weight`` from now on."""
-        self.weight = weight
-        self.by_mix.clear()
-        table = self.scores
-        if table is not None:
-            np.multiply(table[:, 0], weight, out=table[:, 1])
-
-    def scores_of(self, key: tuple[str, bool], weighted: bool = False) -> FloatArray:
-        """The score of a job of ``key`` on every row, times ``weight`` if ``weighted``
-        (a view: not to be written)."""
-        out = self.columns.get((key, weighted))
+    def scores_of(self, key: tuple[str, bool]) -> FloatArray:
+        """The score of a job of ``key`` on every row (a view: not to be written)."""
+        out = self.columns.get(key)
         if out is None:
-            out = self.columns[key, weighted] = self.table()[
-                :, int(weighted), self.coef.column(key)
-            ]
+            out = self.columns[key] = self.table()[:, self.coef.column(key)]
         return out
 
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
         cls, ls, rows = entry
         k = _INDEX[cls]
         guarded = len(CLASSES) + k
-        both, placed_on, mixes = self.both, self.placed_on, self.mixes
-        table, by_mix = self.scores, self.by_mix
+        both, placed_on = self.both, self.placed_on
+        table, by_mix, scaled = self.scores, self.by_mix, self.coef.scaled
         if sign > 0:
             self.placed[job_id] = entry
         else:
             self.placed.pop(job_id, None)
-        for row, part in rows:
-            mix = mixes.get(row)
-            if mix is None:
-                mix = mixes[row] = both[row].tolist()
+        for row, part in rows:  # (one view of the row for all it does there)
+            mix = both[row]
             mix[k] += sign * part
             if ls:
                 mix[guarded] += sign * part
@@ -213,21 +190,11 @@ class _Nodes:
             else:
                 placed_on.get(row, {}).pop(job_id, None)
             if table is not None:  # the row's scores, for every key
-                seen = tuple(mix)
+                seen = mix.tobytes()
                 found = by_mix.get(seen)
                 if found is None:
-                    found = by_mix[seen] = self._row_scores(mix)
+                    found = by_mix[seen] = _scores(mix @ scaled)
                 table[row] = found
-
-    def _row_scores(self, mix: list[float]) -> FloatArray:
-        """(2, keys): ``_scores`` of the row's harm, then times ``weight``. The product
-        in numpy (the table's own sums); the rest in Python floats, the same IEEE
-        operations as ``_scores``' and the runtime's multiply on ten numbers."""
-        harm: list[float] = (np.array(mix) @ self.coef.scaled).tolist()
-        plain = [max(1.0 - h, 0.0) * MAX_NODE_SCORE for h in harm]
-        w = self.weight
-        out: FloatArray = np.array((plain, [x * w for x in plain]))
-        return out
 
     def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
         """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
@@ -302,7 +269,6 @@ class Dissonance:
         # for: a job that is the same object under the same view changed nothing
         self._jobs: dict[int, Job] = {}
         self._jobs_view: object = None
-        self._weight = 1.0  # the profile's weight, as the last ``score_weighted`` said
 
     # -- PreScore ---------------------------------------------------------------------
 
@@ -346,32 +312,6 @@ class Dissonance:
         out: FloatArray = self._nodes(ctx, view).scores_of(key)[feasible]
         return out
 
-    def score_weighted(
-        self,
-        ctx: PassContext,
-        state: CycleState,
-        job: Job,
-        request: NodeRequest,
-        feasible: IndexArray,
-        weight: float,
-    ) -> FloatArray:
-        """``score(...) * weight`` (``WeightedScorer``): the table keeps both."""
-        key = state.get(KEY)
-        view = ctx.snapshot.dissonance
-        if key is None or view is None:
-            return np.zeros(len(feasible))
-        nodes = ctx.data.get(NODES)
-        if nodes is None:
-            nodes = self._nodes(ctx, view)
-        if nodes.weight != weight:
-            nodes.weigh(weight)
-            self._weight = weight  # (the next pass's tables start with it)
-        column = nodes.columns.get((key, True))
-        if column is None:
-            column = nodes.scores_of(key, True)
-        out: FloatArray = column[feasible]
-        return out
-
     # -- Reserve ----------------------------------------------------------------------
 
     def reserve(
@@ -384,9 +324,7 @@ class Dissonance:
         cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
         if cls is None:
             return SUCCESS
-        nodes = ctx.data.get(NODES)
-        if nodes is None:
-            nodes = self._nodes(ctx, view)
+        nodes = self._nodes(ctx, view)
         rows = _rows(ctx, allocation)
         if key is not None and len(rows) == 1 and len(allocation.nodes) == 1:
             note = self._note(ctx, nodes, view, state, key, rows[0][0])
@@ -427,7 +365,7 @@ class Dissonance:
         coef = nodes.coef
         j = coef.column(key)
         scores = nodes.table()  # (made by this job's Score)
-        here = scores.item(c, 0, j)
+        here = scores.item(c, j)
         if here < NOTE_MIN:  # (no node scores below 0: no move worth a note)
             return ""
         # the other scores' sum, in the order the framework added them
@@ -439,13 +377,13 @@ class Dissonance:
             return ""
         # (where this score is the same on every node, the others' pick is the job's)
         a: int = candidates.item(without.argmax())
-        if c == a or here - scores.item(a, 0, j) < NOTE_MIN:
+        if c == a or here - scores.item(a, j) < NOTE_MIN:
             return ""  # (not moved, or a clash too mild to be worth saying)
         table = ctx.nodes
         cls = key[0]
         # the class that weighs most against the job there, and one of its jobs
         mine_on, theirs_on = coef.columns[j]
-        mix = nodes.mix_of(a)
+        mix = nodes.both[a].tolist()
         n = len(CLASSES)
         share, guarded_share = mix[:n], mix[n:]
         weigh = [
@@ -498,8 +436,7 @@ class Dissonance:
         with self._lock:  # (a what-if pass may run beside the scheduler's)
             base = self._base_for(ctx, view)
             both = np.hstack((base.share, base.guarded))  # (a copy: the pass writes it)
-            coef = self._coef(view)
-            found = _Nodes(both, base, base.updates, self._lock, coef, self._weight)
+            found = _Nodes(both, base, base.updates, self._lock, self._coef(view))
         ctx.data.write(NODES, found)
         return found
 
@@ -595,4 +532,3 @@ def new(args: PluginArgs) -> Dissonance:
 _PRE_SCORE: type[PreScorePlugin] = Dissonance
 _SCORE: type[ScorePlugin] = Dissonance
 _RESERVE: type[ReservePlugin] = Dissonance
-_WEIGHTED: type[WeightedScorer] = Dissonance
