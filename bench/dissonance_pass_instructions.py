@@ -10,12 +10,27 @@ the plugin on a matrix where nothing clashes (every score 100): the same placeme
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
         python bench/dissonance_pass_instructions.py off 0    # (then off 3, on 3, neutral 3)
+
+``--gate PATH`` counts the passes alone, and faster (the workload is built at valgrind's
+plain speed): the snapshots are made first, the heap frozen (``gc.freeze``: a full
+collection of the workload's objects would land in one run and not in another), then
+PATH.ready written and PATH.go waited for. Run under ``--instr-atstart=no`` and switch
+the counting on in between; "Collected" is then the passes' instructions::
+
+    PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no \\
+        --callgrind-out-file=/dev/null python bench/dissonance_pass_instructions.py \\
+        on 3 --gate /tmp/g &
+    until [ -e /tmp/g.ready ]; do sleep 1; done
+    callgrind_control -i on $! && touch /tmp/g.go && wait
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
+import pathlib
+import time
 
 from hal.bench.dissonance_pass import _snapshot, classed_workload, schedulers
 from hal.core.profiles import CLASSES
@@ -25,6 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=("off", "on", "neutral"))
     parser.add_argument("passes", type=int)
+    parser.add_argument("--gate", help="PATH: write PATH.ready, wait for PATH.go")
     ns = parser.parse_args()
     workload, view = classed_workload(10_000, 1_000, 1)
     off, on = schedulers(len(workload.nodes))
@@ -33,6 +49,19 @@ def main() -> None:
     calm = {c: dict.fromkeys(CLASSES, 1.0) for c in CLASSES}
     neutral = dataclasses.replace(view, slowdown=calm)
     scheduler, v = {"on": (on, view), "neutral": (on, neutral), "off": (off, None)}[ns.mode]
+    if ns.gate:
+        snaps = [
+            _snapshot(dataclasses.replace(workload, running=tuple(workload.running)), r + 1, v)
+            for r in range(ns.passes)
+        ]
+        gc.collect()
+        gc.freeze()
+        pathlib.Path(f"{ns.gate}.ready").touch()
+        while not pathlib.Path(f"{ns.gate}.go").exists():
+            time.sleep(0.05)
+        for snap in snaps:
+            scheduler.run_pass(snap, backfill=True)
+        return
     for r in range(ns.passes):
         fresh = dataclasses.replace(workload, running=tuple(workload.running))
         scheduler.run_pass(_snapshot(fresh, r + 1, v), backfill=True)
