@@ -106,7 +106,7 @@ COST_BY_MARKER = (
     ("replay", 15.0),
     ("live", 8.0),
     ("postgres", 2.0),
-    ("hypothesis", 1.0),
+    ("hypothesis", 4.0),
 )
 COST_OTHERWISE = 0.1
 
