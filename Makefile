@@ -9,7 +9,7 @@ TEST_ARGS ?=
 # pytest-xdist workers: most live tests wait on processes, so more workers than cores pay
 # (on 2 cores: 6 workers 10.3 min, 4 workers 12.3 min for the whole suite)
 TEST_WORKERS ?= 6
-PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
+PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 # the site's build; the two variables silence the banners of mkdocs' plugins
 MKDOCS  := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --quiet
 

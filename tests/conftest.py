@@ -97,6 +97,43 @@ def _uses_postgres(item: pytest.Item) -> bool:
 LIVE_RERUN = pytest.mark.flaky(reruns=1, reruns_delay=2)
 
 
+# What a test costs, roughly, by what it needs (seconds of wall time under the whole suite's
+# load on 2 cores; ``hypothesis`` is the marker Hypothesis puts on a property test): the
+# first of its markers in this list counts. Only the order of the modules they give matters
+# (``_longest_modules_first``); docs/benchmarks.md, "The test suite", has the figures.
+COST_BY_MARKER = (
+    ("slow", 60.0),
+    ("replay", 15.0),
+    ("live", 8.0),
+    ("postgres", 2.0),
+    ("hypothesis", 4.0),
+)
+COST_OTHERWISE = 0.1
+
+
+def _cost(item: pytest.Item) -> float:
+    if any(m.name == "skip" for m in item.iter_markers()):
+        return 0.0
+    return next((cost for name, cost in COST_BY_MARKER if name in item.keywords), COST_OTHERWISE)
+
+
+def _longest_modules_first(items: list[pytest.Item]) -> None:
+    """Orders the modules by their estimated cost, the longest first, each module's tests
+    in their order. pytest-xdist's ``--dist loadscope`` hands out whole modules (one
+    worker runs all of a module's tests, which may share a server) in the collection's
+    order with ``--no-loadscope-reorder`` (the Makefile's); by default it orders them by
+    their number of tests, which put the modules of one or two long live tests (a
+    workflow, a failover) last, to run on one worker while the others had finished: the
+    run's tail. Longest first (LPT), the short unit modules are left to even out the end."""
+    cost: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        cost[module] = cost.get(module, 0.0) + _cost(item)
+    # sorted() is stable: a module's tests, and modules of equal cost, keep their order
+    items[:] = sorted(items, key=lambda item: -cost[item.nodeid.split("::", 1)[0]])
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own ordering (by fixture scope)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     seen: dict[int, bool] = {}
     skip = pytest.mark.skip(reason="slow test: runs in CI (CI=true) or with HAL_SLOW=1")
@@ -112,6 +149,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.replay)
         if not RUN_SLOW and "slow" in item.keywords:
             item.add_marker(skip)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the order it hands out
+        _longest_modules_first(items)
 
 
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
