@@ -40,6 +40,8 @@ from hal.bench.scale import PG_ADMIN, _database, make_tokens
 from hal.testing.live import free_port, stop_process, wait_until
 
 FIND_LEADER_S = 60.0  # how long the client looks for a leader before it gives up
+# the counts of the takeover line the bench reports beside its steps
+STEP_COUNTS = ("jobs", "jobs_read_ahead", "runs", "runs_read_ahead")
 
 
 def add_commands(sub: Any) -> None:
@@ -99,14 +101,16 @@ class ServerProcess:
     def steps(self) -> dict[str, float] | None:
         """From its log: the seconds of each step of its last takeover (the control
         plane's "the takeover's steps" line, its ``takeover_steps``), with the jobs it
-        loaded (``jobs``) and of those the ones it had read ahead (``jobs_read_ahead``)."""
+        loaded (``jobs``) and of those the ones it had read ahead (``jobs_read_ahead``),
+        and the finished runs the fair share charged (``runs``) and of those the ones it
+        had read ahead (``runs_read_ahead``)."""
         last = None
         for line in self.log.read_text().splitlines():
             if "takeover_steps" in line:
                 with contextlib.suppress(ValueError, TypeError):
                     said = json.loads(line)
                     last = {**said["takeover_steps"]}
-                    last.update({k: said[k] for k in ("jobs", "jobs_read_ahead") if k in said})
+                    last.update({k: said[k] for k in STEP_COUNTS if k in said})
         return last
 
     def role(self) -> str | None:
