@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -42,6 +43,7 @@ from hal.testing.live import free_port, stop_process, wait_until
 FIND_LEADER_S = 60.0  # how long the client looks for a leader before it gives up
 # the counts of the takeover line the bench reports beside its steps
 STEP_COUNTS = ("jobs", "jobs_read_ahead", "runs", "runs_read_ahead")
+SCRIPT = "#!/bin/sh\ntrue\n"  # ``--history``'s runs' script
 
 
 def add_commands(sub: Any) -> None:
@@ -59,6 +61,13 @@ def add_commands(sub: Any) -> None:
         default=0,
         help="emulated nodes (one hal emulate process); every tenth job runs on them",
     )
+    p.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="finished runs written to the database before the servers start (the fair "
+        "share's history, which each takeover charges)",
+    )
     p.add_argument("--db-admin", default=PG_ADMIN, help="a libpq DSN that may create databases")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
@@ -74,7 +83,9 @@ def _cmd(ns: Any) -> int:
         raise InvalidRequest(
             "--kills: at least 1, and fewer than --servers (each kill needs a standby left)"
         )
-    result = run_failover(ns.servers, ns.jobs, ns.batch, ns.kills, ns.db_admin, ns.nodes)
+    result = run_failover(
+        ns.servers, ns.jobs, ns.batch, ns.kills, ns.db_admin, ns.nodes, history=ns.history
+    )
     return emit(result, ns.json)
 
 
@@ -194,13 +205,22 @@ class _Burst:
 
 
 def run_failover(
-    servers: int, jobs: int, batch: int, kills: int, db_admin: str, nodes: int = 0
+    servers: int,
+    jobs: int,
+    batch: int,
+    kills: int,
+    db_admin: str,
+    nodes: int = 0,
+    *,
+    history: int = 0,
 ) -> dict[str, Any]:
     takeovers: list[float] = []
     loads: list[float | None] = []  # of each takeover: from the lock to leading
     steps: list[dict[str, float] | None] = []  # ... and its steps, as the server saw them
     with _database(db_admin) as db, tempfile.TemporaryDirectory(prefix="hal-failover-") as d:
         token, agent_token = make_tokens(db)
+        if history:
+            _write_history(db, history)
         extra: tuple[str, ...] = ()
         if nodes:
             config = Path(d) / "hal.toml"
@@ -264,6 +284,7 @@ def run_failover(
         "batch": batch,
         "kills": kills,
         "nodes": nodes,
+        "history": history,
         "running_at_end": running,
         "takeover_s": [round(t, 3) for t in takeovers],
         "lock_to_lead_s": [None if t is None else round(t, 3) for t in loads],
@@ -274,6 +295,43 @@ def run_failover(
         "retries": burst.retries,
         "burst_s": round(elapsed, 2),
     }
+
+
+def _write_history(db: str, runs: int) -> None:
+    """``runs`` jobs that ran and ended within the last day (four users, 1–16 CPUs on one
+    of the emulated nodes): the finished runs fair share charges at each start."""
+    from hal.core.job import Allocation, Job, JobSpec
+    from hal.core.resources import GiB, ResourceVector
+    from hal.core.states import JobState
+    from hal.state.store import SqlStateStore
+
+    rng = random.Random(runs)
+    now = time.time()
+    store = SqlStateStore(db)
+    try:
+        store.migrate()
+        with store.transaction() as tx:
+            first = tx.reserve_job_ids(runs)
+            tx.insert_scripts([(first, SCRIPT)])
+            made = []
+            for i in range(runs):
+                end = now - rng.uniform(60, 86_400)
+                start = end - rng.uniform(1, 3_600)
+                cpus = rng.choice((1, 2, 4, 8, 16))
+                made.append(
+                    Job(
+                        id=first + i,
+                        spec=JobSpec(user=f"user{i % 4}", script=SCRIPT, name=f"history-{i}"),
+                        state=JobState.COMPLETED,
+                        submit_time=start - 10,
+                        start_time=start,
+                        end_time=end,
+                        allocation=Allocation((f"emu{i % 100 + 1}",), (ResourceVector(cpus, GiB),)),
+                    )
+                )
+            tx.insert_jobs(made, [first] * runs)
+    finally:
+        store.close()
 
 
 def _count(db: str, acked: list[int]) -> tuple[int, int]:
