@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Literal
@@ -32,13 +33,13 @@ from hal.state.leader import (
     read_leader,
     record_takeover,
 )
-from hal.state.server_lock import ServerLock
+from hal.state.server_lock import LockWaiter, ServerLock
 from hal.state.store import SqlStateStore
 
 log = logging.getLogger("hal.server")
 
 Role = Literal["leader", "standby", "starting"]
-RETRY_S = 1.0  # a standby asks for the lock this often
+RETRY_S = 1.0  # a standby looks at the leader this often (it waits for the lock)
 PRELOAD_S = 5.0  # and reads the jobs ahead this often (``stand_by``)
 
 
@@ -120,6 +121,21 @@ class Leadership:
         self._lead(lock)
         return True
 
+    def lead_on(self, lock: ServerLock) -> bool:
+        """Lead with ``lock``, granted to a standby's ``LockWaiter``: True when it leads;
+        False when the database failed it meanwhile (the lock let go: wait again)."""
+        try:
+            self._lead(lock)
+        except DBAPIError as err:
+            log.debug("the lead not taken: %s", err)
+            self.role = "standby"
+            return False
+        return True
+
+    def look(self) -> None:
+        """A standby's look at the leader (``_look``), each ``RETRY_S``."""
+        self._look()
+
     def try_claim(self) -> bool:
         """``claim`` for a standby's retry: a database out of reach is a False."""
         try:
@@ -200,28 +216,54 @@ async def stand_by(
     stop: asyncio.Event,
     preload: Callable[[], object] | None = None,
 ) -> None:
-    """A standby's life: ask for the lock every ``RETRY_S`` until it is this server's
-    (or ``stop``), then ``start`` the control plane on it. ``preload`` (on a thread,
-    at once and every ``PRELOAD_S``): read ahead what the start will read, so the
-    takeover decodes only what changed since (``hal.state.codec.JobRowMemo``). How long
-    the takeover took, from the lock to a loaded server, is logged."""
+    """A standby's life: wait for the lock (``LockWaiter``, on a thread) until it is this
+    server's (or ``stop``), then ``start`` the control plane on it. Meanwhile, every
+    ``RETRY_S``, look at the leader (and end a stale leader's session: then the lock is
+    granted), and every ``PRELOAD_S`` ``preload`` (on a thread): read ahead what the start
+    will read, so the takeover decodes only what changed since
+    (``hal.state.codec.JobRowMemo``). How long the takeover took, from the lock to a
+    loaded server, is logged."""
     log.info("standing by: another HAL server leads this database")
-    preloaded = -PRELOAD_S
-    while not stop.is_set():
-        asked = time.monotonic()
-        if await asyncio.to_thread(leadership.try_claim):
-            leadership.lead_timings["ask"] = round(time.monotonic() - asked, 3)
-            break
-        if preload is not None and time.monotonic() - preloaded >= PRELOAD_S:
-            preloaded = time.monotonic()
-            try:
-                await asyncio.to_thread(preload)
-            except DBAPIError as err:  # (a database no leader has migrated yet)
-                log.debug("nothing preloaded: %s", err)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), RETRY_S)
-    else:
-        return
+    waiter = LockWaiter(leadership.store)
+    waiting: asyncio.Future[ServerLock | None] | None = None
+    stopping = asyncio.ensure_future(stop.wait())
+    preloaded = looked = failed = -PRELOAD_S
+    try:
+        while not stop.is_set():
+            if waiting is None and time.monotonic() - failed >= RETRY_S:
+                waiting = asyncio.ensure_future(asyncio.to_thread(waiter.wait))
+            if waiting is not None and waiting.done():
+                lock, waiting = waiting.result(), None
+                if lock is not None:
+                    leads = await asyncio.to_thread(leadership.lead_on, lock)
+                    if leads:
+                        granted = time.monotonic() - waiter.granted_at
+                        leadership.lead_timings["granted_to_lead"] = round(granted, 3)
+                        break
+                failed = time.monotonic()  # (a session ended: wait again in a moment)
+                continue
+            if time.monotonic() - looked >= RETRY_S:
+                looked = time.monotonic()
+                await asyncio.to_thread(leadership.look)
+            if preload is not None and time.monotonic() - preloaded >= PRELOAD_S:
+                preloaded = time.monotonic()
+                try:
+                    await asyncio.to_thread(preload)
+                except DBAPIError as err:  # (a database no leader has migrated yet)
+                    log.debug("nothing preloaded: %s", err)
+            if waiting is None or not waiting.done():
+                pending = [f for f in (waiting, stopping) if f is not None]
+                await asyncio.wait(pending, timeout=RETRY_S, return_when=FIRST_COMPLETED)
+        else:
+            return
+    finally:
+        stopping.cancel()
+        if waiting is not None:  # stopped while waiting: the wait ends, its lock let go
+            waiter.cancel()
+            with contextlib.suppress(Exception):
+                late = await asyncio.wait_for(asyncio.shield(waiting), RETRY_S * 5)
+                if late is not None:
+                    late.release()
     took = time.monotonic()
     await start()
     log.warning(
