@@ -124,6 +124,17 @@ class ServerProcess:
                     last.update({k: said[k] for k in STEP_COUNTS if k in said})
         return last
 
+    def logged_at(self, says: str) -> float | None:
+        """From its log: when (Unix seconds) it last logged a line saying ``says``."""
+        from datetime import datetime
+
+        found = None
+        for line in self.log.read_text().splitlines():
+            if says in line:
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    found = datetime.fromisoformat(json.loads(line)["timestamp"]).timestamp()
+        return found
+
     def role(self) -> str | None:
         try:
             return str(httpx.get(self.url + "/v1/ha", timeout=1).json()["role"])
@@ -217,6 +228,7 @@ def run_failover(
     takeovers: list[float] = []
     loads: list[float | None] = []  # of each takeover: from the lock to leading
     steps: list[dict[str, float] | None] = []  # ... and its steps, as the server saw them
+    phases: list[dict[str, float | None]] = []  # ... and its parts: to the lock, after leading
     with _database(db_admin) as db, tempfile.TemporaryDirectory(prefix="hal-failover-") as d:
         token, agent_token = make_tokens(db)
         if history:
@@ -257,16 +269,18 @@ def run_failover(
                     time.sleep(0.01)
                 # (a leader busy with the burst may miss one ask's one-second timeout)
                 leader = _next_leader([s for s in procs if s.proc.poll() is None])
-                killed = time.monotonic()
+                killed, killed_at = time.monotonic(), time.time()
                 leader.proc.send_signal(signal.SIGKILL)
                 leader.proc.wait(10)
                 left = [s for s in procs if s.proc.poll() is None]
                 successor = _next_leader(left)
                 takeovers.append(time.monotonic() - killed)
+                answered_at = time.time()
                 with contextlib.suppress(TimeoutError):  # (logged just after it leads)
                     wait_until(lambda: successor.start_s() is not None, timeout=5)  # noqa: B023
                 loads.append(successor.start_s())
                 steps.append(successor.steps())
+                phases.append(_phases(successor, killed_at, answered_at))
             client.join()
             elapsed = time.monotonic() - started
             if burst.error is not None:
@@ -290,6 +304,7 @@ def run_failover(
         "takeover_s": [round(t, 3) for t in takeovers],
         "lock_to_lead_s": [None if t is None else round(t, 3) for t in loads],
         "takeover_steps": steps,
+        "takeover_phases": phases,
         "acknowledged": len(burst.acked),
         "lost": lost,
         "duplicated": duplicated,
@@ -333,6 +348,18 @@ def _write_history(db: str, runs: int) -> None:
             tx.insert_jobs(made, [first] * runs)
     finally:
         store.close()
+
+
+def _phases(server: ServerProcess, killed: float, answered: float) -> dict[str, float | None]:
+    """A takeover's parts, from ``server``'s log (its clock is this machine's): from the
+    kill to its lock (taken, the epoch recorded and the others fenced), and from leading
+    (its state loaded) to answering ``/v1/ha`` as the leader within the ask's 1 s."""
+    locked = server.logged_at("leading the database")
+    led = server.logged_at("took the lead")
+    return {
+        "kill_to_lock_s": None if locked is None else round(locked - killed, 3),
+        "lead_to_answer_s": None if led is None else round(answered - led, 3),
+    }
 
 
 def _count(db: str, acked: list[int]) -> tuple[int, int]:
