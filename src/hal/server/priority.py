@@ -126,6 +126,7 @@ class PriorityService:
         # classic or fair tree ([priority] fairshare_algorithm): the factor jobs get and
         # the rows sshare shows both come from this tree's standing
         self.tree = ShareTree(policy.accounts, policy.users, policy.fairshare_algorithm)
+        self._assocs: dict[tuple[str, str | None], Assoc] = {}  # (user, account): its assoc
         self.calculator = MultifactorPriority(policy, tuple(self.cluster.partitions.values()))
         if policy.decay_half_life_s != self.ledger.half_life_s:
             self.ledger.advance(self.cluster.clock.now())  # decayed at the old rate so far
@@ -149,7 +150,11 @@ class PriorityService:
         later by its suspended time (also a suspension it ended in) to its end."""
         rate = allocation_rate(run.allocation, self.policy.usage_gpu_weight)
         start = run.start + suspended_in(run.marks, run.end)
-        return (self.tree.account_for(run.user, run.account), run.user), rate, start, run.end
+        assoc = self._assocs.get((run.user, run.account))
+        if assoc is None:  # (one tuple per association: a standby keeps a charge per run)
+            assoc = (self.tree.account_for(run.user, run.account), run.user)
+            self._assocs[(run.user, run.account)] = assoc
+        return assoc, rate, start, run.end
 
     def preload(self) -> int:
         """A standby's read ahead of the history ``start`` charges (on a thread, every

@@ -615,7 +615,7 @@ class SqlStateStore:
             conn = conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
                 versions = [
-                    (int(r.id), str(r.xmin))
+                    (int(r.id), int(r.xmin))
                     for r in conn.execute(select(t.c.id, xmin).where(cond).order_by(*order))
                 ]
                 stale = memo.stale(versions)
@@ -626,7 +626,7 @@ class SqlStateStore:
                 for at in range(0, len(stale), IN_LIST):
                     chunk = cols.where(t.c.id.in_(stale[at : at + IN_LIST]))
                     for row in conn.execute(chunk):
-                        memo.put(finished_run_from_row(row), str(row.xmin))
+                        memo.put(finished_run_from_row(row), int(row.xmin))
         ids = [job_id for job_id, _ in versions]
         memo.keep(set(ids))
         return memo.charges(ids)

@@ -27,13 +27,13 @@ class UsageMemo(Generic[T]):
 
     def __init__(self, charge: Callable[[FinishedRun], T]) -> None:
         self.charge = charge
-        self._runs: dict[int, tuple[str, T]] = {}  # id: (xmin, charge)
+        self._runs: dict[int, tuple[int, T]] = {}  # id: (xmin, charge)
         self.hits = 0  # of the last read, the runs taken as kept (reset by ``stale``)
 
     def __len__(self) -> int:
         return len(self._runs)
 
-    def stale(self, versions: Iterable[tuple[int, str]]) -> list[int]:
+    def stale(self, versions: Iterable[tuple[int, int]]) -> list[int]:
         """Of ``(id, xmin)`` pairs, the ids whose run this memo has not at that version."""
         known = self._runs
         stale: list[int] = []
@@ -46,7 +46,7 @@ class UsageMemo(Generic[T]):
                 self.hits += 1
         return stale
 
-    def put(self, run: FinishedRun, version: str) -> None:
+    def put(self, run: FinishedRun, version: int) -> None:
         self._runs[run.id] = (version, self.charge(run))
 
     def keep(self, ids: set[int]) -> None:
