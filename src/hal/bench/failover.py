@@ -280,7 +280,7 @@ def run_failover(
                     wait_until(lambda: successor.start_s() is not None, timeout=5)  # noqa: B023
                 loads.append(successor.start_s())
                 steps.append(successor.steps())
-                phases.append(_phases(successor, killed_at, answered_at))
+                phases.append(takeover_phases(successor, killed_at, answered_at))
             client.join()
             elapsed = time.monotonic() - started
             if burst.error is not None:
@@ -350,7 +350,9 @@ def _write_history(db: str, runs: int) -> None:
         store.close()
 
 
-def _phases(server: ServerProcess, killed: float, answered: float) -> dict[str, float | None]:
+def takeover_phases(
+    server: ServerProcess, killed: float, answered: float
+) -> dict[str, float | None]:
     """A takeover's parts, from ``server``'s log (its clock is this machine's): from the
     kill to its lock (taken, the epoch recorded and the others fenced), and from leading
     (its state loaded) to answering ``/v1/ha`` as the leader within the ask's 1 s."""
