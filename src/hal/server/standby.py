@@ -108,7 +108,7 @@ class Leadership:
         if self.store.is_sqlite or not self.standby:
             lock = ServerLock.take(self.store)
         else:
-            self._look()
+            self.look()
             try:
                 found = ServerLock.try_take(self.store)
             except DBAPIError as err:  # (a new leader may end this session as it asks)
@@ -132,18 +132,6 @@ class Leadership:
             return False
         return True
 
-    def look(self) -> None:
-        """A standby's look at the leader (``_look``), each ``RETRY_S``."""
-        self._look()
-
-    def try_claim(self) -> bool:
-        """``claim`` for a standby's retry: a database out of reach is a False."""
-        try:
-            return self.claim()
-        except DBAPIError as err:
-            log.debug("the lead not asked for: %s", err)
-            return False
-
     def release(self) -> None:
         """Stop leading: the lease's renewals, then the lock (after the last write)."""
         if self._keeper is not None:
@@ -155,7 +143,7 @@ class Leadership:
             self._lock.release()
             self._lock = None
 
-    def _look(self) -> None:
+    def look(self) -> None:
         """A standby's look at the leader: remember it, and end its lock session when
         its lease ran out (``hal.state.leader.end_stale_leader``)."""
         try:

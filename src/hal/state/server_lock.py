@@ -164,7 +164,8 @@ def _lock_engine(url: str, application_name: str | None) -> Engine:
     """An engine for the lock's connection alone: not pooled (closing it ends the
     session, and the lock with it), with TCP keepalives (``KEEPALIVE``), named as the
     server's other connections are, and not subject to their connect-time check. One
-    per database and name: a standby asks for the lock every second."""
+    per database and name: a leader takes the lock again on it after an outage, and a
+    standby waits for the lock on it."""
     args: dict[str, object] = {
         "keepalives": 1,
         "keepalives_idle": KEEPALIVE["idle"],
