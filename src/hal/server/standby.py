@@ -33,7 +33,7 @@ from hal.state.leader import (
     read_leader,
     record_takeover,
 )
-from hal.state.server_lock import LockWaiter, ServerLock
+from hal.state.server_lock import REWAIT_GRACE_S, LockWaiter, ServerLock
 from hal.state.store import SqlStateStore
 
 log = logging.getLogger("hal.server")
@@ -207,7 +207,9 @@ async def stand_by(
     """A standby's life: wait for the lock (``LockWaiter``, on a thread) until it is this
     server's (or ``stop``), then ``start`` the control plane on it. Meanwhile, every
     ``RETRY_S``, look at the leader (and end a stale leader's session: then the lock is
-    granted), and every ``PRELOAD_S`` ``preload`` (on a thread): read ahead what the start
+    granted; a wait whose session ended asks again after ``REWAIT_GRACE_S``, so that the
+    leader keeps its lock across a database restart), and every ``PRELOAD_S``
+    ``preload`` (on a thread): read ahead what the start
     will read, so the takeover decodes only what changed since
     (``hal.state.codec.JobRowMemo``). How long the takeover took, from the lock to a
     loaded server, is logged."""
@@ -215,11 +217,15 @@ async def stand_by(
     waiter = LockWaiter(leadership.store)
     waiting: asyncio.Future[ServerLock | None] | None = None
     stopping = asyncio.ensure_future(stop.wait())
-    preloaded = looked = failed = -PRELOAD_S
+    preloaded = looked = -PRELOAD_S
+    failed: float | None = None  # when the last wait ended without the lock
     try:
         while not stop.is_set():
-            if waiting is None and time.monotonic() - failed >= RETRY_S:
-                waiting = asyncio.ensure_future(asyncio.to_thread(waiter.wait))
+            if waiting is None and (failed is None or time.monotonic() - failed >= RETRY_S):
+                # after a session that ended, the leader's lock first (``REWAIT_GRACE_S``):
+                # the grace is before the ask; a lock freed later is granted at once
+                grace = 0.0 if failed is None else REWAIT_GRACE_S
+                waiting = asyncio.ensure_future(asyncio.to_thread(waiter.wait, grace))
             if waiting is not None and waiting.done():
                 lock, waiting = waiting.result(), None
                 if lock is not None:

@@ -55,6 +55,10 @@ KEEPALIVE = {"idle": 5, "interval": 2, "count": 3}
 # keepalives probe an idle connection only: data sent and not acknowledged (a renewal
 # into a network cut) is given up after this long instead of TCP's ~15 min of retries
 USER_TIMEOUT_MS = 11_000
+# a standby's wait for the lock after its session ended (an outage, a database restart)
+# asks this long after it reconnected: the leader takes its lock again first (its lease
+# keeper tries every second), and a restart of the database costs no takeover
+REWAIT_GRACE_S = 3.0
 
 
 class ServerLock:
@@ -192,18 +196,24 @@ class LockWaiter:
         self.store = store
         self.granted_at = 0.0  # time.monotonic() of the last grant
         self._conn: Connection | None = None
-        self._cancelled = False
+        self._cancelled = threading.Event()
         self._mutex = threading.Lock()
 
-    def wait(self) -> ServerLock | None:
+    def wait(self, grace: float = 0.0) -> ServerLock | None:
         """Block until the lock is this server's (a ``ServerLock`` on the waiting
-        session), or None: cancelled, or the session ended."""
+        session), or None: cancelled, or the session ended. ``grace``: seconds between
+        the session's start and the ask, for a wait after an outage (``REWAIT_GRACE_S``):
+        the leader, which takes its lock again within a second of the database's return,
+        keeps it, instead of a standby that reconnected first taking it over."""
         try:
             conn = _lock_session(self.store)
         except DBAPIError:
             return None
+        if grace > 0 and self._cancelled.wait(grace):
+            conn.close()
+            return None
         with self._mutex:
-            if self._cancelled:
+            if self._cancelled.is_set():
                 conn.close()
                 return None
             self._conn = conn
@@ -215,7 +225,7 @@ class LockWaiter:
             pass
         with self._mutex:
             self._conn = None
-            if granted and not self._cancelled:
+            if granted and not self._cancelled.is_set():
                 self.granted_at = time.monotonic()
                 return ServerLock(None, conn)
         with contextlib.suppress(DBAPIError):
@@ -226,7 +236,7 @@ class LockWaiter:
     def cancel(self) -> None:
         """End the wait in progress, and any later one."""
         with self._mutex:
-            self._cancelled = True
+            self._cancelled.set()
             conn = self._conn
             if conn is not None:
                 with contextlib.suppress(Exception):  # (the session may be gone already)

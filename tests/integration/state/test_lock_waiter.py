@@ -1,6 +1,7 @@
 """A standby waits for the server lock in a session of its own (``LockWaiter``): the lock
 is its the moment the holder's session ends, without a poll's delay; a cancelled wait and
-a wait whose session is ended answer None and hold nothing."""
+a wait whose session is ended answer None and hold nothing; after an outage the leader
+takes its lock again first."""
 
 from __future__ import annotations
 
@@ -18,14 +19,14 @@ from hal.state.store import SqlStateStore
 class _Wait:
     """``waiter.wait`` on a thread: what it answered, and when."""
 
-    def __init__(self, waiter: LockWaiter) -> None:
+    def __init__(self, waiter: LockWaiter, grace: float = 0.0) -> None:
         self.answer: ServerLock | None = None
         self.at = 0.0
-        self.thread = threading.Thread(target=self._run, args=(waiter.wait,))
+        self.thread = threading.Thread(target=self._run, args=(waiter.wait, grace))
         self.thread.start()
 
-    def _run(self, wait: Callable[[], ServerLock | None]) -> None:
-        self.answer = wait()
+    def _run(self, wait: Callable[[float], ServerLock | None], grace: float) -> None:
+        self.answer = wait(grace)
         self.at = time.monotonic()
 
 
@@ -96,4 +97,24 @@ def test_a_cancelled_wait_and_an_ended_session_hold_nothing(pg_url: str) -> None
     assert not ended.thread.is_alive() and ended.answer is None
     holder.release()
     ServerLock.take(store).release()  # nobody holds it
+    store.close()
+
+
+def test_after_an_outage_the_leader_takes_its_lock_again_before_the_standby_asks(
+    pg_url: str,
+) -> None:
+    """A wait with a grace (a standby's first wait after its session ended, as in a
+    database restart) asks only after it: a leader that takes its lock again within it
+    keeps it, and the standby waits for it as before."""
+    store = SqlStateStore(pg_url)
+    store.migrate()
+    wait = _Wait(LockWaiter(store), grace=2.0)
+    time.sleep(0.5)
+    leader = ServerLock.take(store)  # the leader's lease keeper, within the grace
+    _until(lambda: _waiting(store) == 1)  # then the standby asks, and waits
+    assert wait.thread.is_alive()
+    leader.release()
+    wait.thread.join(10)
+    assert wait.answer is not None
+    wait.answer.release()
     store.close()
