@@ -15,6 +15,12 @@ from hal.core.errors import Conflict
 from hal.state.server_lock import LockWaiter, ServerLock
 from hal.state.store import SqlStateStore
 
+# a session waiting for an advisory lock on this test's database (not another test's)
+WAITING = (
+    "locktype = 'advisory' AND NOT granted "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
 
 class _Wait:
     """``waiter.wait`` on a thread: what it answered, and when."""
@@ -34,9 +40,7 @@ def _waiting(store: SqlStateStore) -> int:
     """Sessions waiting for an advisory lock, as PostgreSQL sees them."""
     with store.engine.connect() as conn:
         return int(
-            conn.execute(
-                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-            ).scalar_one()
+            conn.execute(text(f"SELECT count(*) FROM pg_locks WHERE {WAITING}")).scalar_one()
         )
 
 
@@ -87,12 +91,7 @@ def test_a_cancelled_wait_and_an_ended_session_hold_nothing(pg_url: str) -> None
     ended = _Wait(LockWaiter(store))
     _until(lambda: _waiting(store) == 1)
     with store.engine.begin() as conn:
-        conn.execute(
-            text(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks "
-                "WHERE locktype = 'advisory' AND NOT granted"
-            )
-        )
+        conn.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_locks WHERE {WAITING}"))
     ended.thread.join(10)
     assert not ended.thread.is_alive() and ended.answer is None
     holder.release()
