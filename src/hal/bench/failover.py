@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -40,6 +41,9 @@ from hal.bench.scale import PG_ADMIN, _database, make_tokens
 from hal.testing.live import free_port, stop_process, wait_until
 
 FIND_LEADER_S = 60.0  # how long the client looks for a leader before it gives up
+# the counts of the takeover line the bench reports beside its steps
+STEP_COUNTS = ("jobs", "jobs_read_ahead", "runs", "runs_read_ahead")
+SCRIPT = "#!/bin/sh\ntrue\n"  # ``--history``'s runs' script
 
 
 def add_commands(sub: Any) -> None:
@@ -57,6 +61,13 @@ def add_commands(sub: Any) -> None:
         default=0,
         help="emulated nodes (one hal emulate process); every tenth job runs on them",
     )
+    p.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="finished runs written to the database before the servers start (the fair "
+        "share's history, which each takeover charges)",
+    )
     p.add_argument("--db-admin", default=PG_ADMIN, help="a libpq DSN that may create databases")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
@@ -72,7 +83,9 @@ def _cmd(ns: Any) -> int:
         raise InvalidRequest(
             "--kills: at least 1, and fewer than --servers (each kill needs a standby left)"
         )
-    result = run_failover(ns.servers, ns.jobs, ns.batch, ns.kills, ns.db_admin, ns.nodes)
+    result = run_failover(
+        ns.servers, ns.jobs, ns.batch, ns.kills, ns.db_admin, ns.nodes, history=ns.history
+    )
     return emit(result, ns.json)
 
 
@@ -99,15 +112,28 @@ class ServerProcess:
     def steps(self) -> dict[str, float] | None:
         """From its log: the seconds of each step of its last takeover (the control
         plane's "the takeover's steps" line, its ``takeover_steps``), with the jobs it
-        loaded (``jobs``) and of those the ones it had read ahead (``jobs_read_ahead``)."""
+        loaded (``jobs``) and of those the ones it had read ahead (``jobs_read_ahead``),
+        and the finished runs the fair share charged (``runs``) and of those the ones it
+        had read ahead (``runs_read_ahead``)."""
         last = None
         for line in self.log.read_text().splitlines():
             if "takeover_steps" in line:
                 with contextlib.suppress(ValueError, TypeError):
                     said = json.loads(line)
                     last = {**said["takeover_steps"]}
-                    last.update({k: said[k] for k in ("jobs", "jobs_read_ahead") if k in said})
+                    last.update({k: said[k] for k in STEP_COUNTS if k in said})
         return last
+
+    def logged_at(self, says: str) -> float | None:
+        """From its log: when (Unix seconds) it last logged a line saying ``says``."""
+        from datetime import datetime
+
+        found = None
+        for line in self.log.read_text().splitlines():
+            if says in line:
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    found = datetime.fromisoformat(json.loads(line)["timestamp"]).timestamp()
+        return found
 
     def role(self) -> str | None:
         try:
@@ -190,13 +216,23 @@ class _Burst:
 
 
 def run_failover(
-    servers: int, jobs: int, batch: int, kills: int, db_admin: str, nodes: int = 0
+    servers: int,
+    jobs: int,
+    batch: int,
+    kills: int,
+    db_admin: str,
+    nodes: int = 0,
+    *,
+    history: int = 0,
 ) -> dict[str, Any]:
     takeovers: list[float] = []
     loads: list[float | None] = []  # of each takeover: from the lock to leading
     steps: list[dict[str, float] | None] = []  # ... and its steps, as the server saw them
+    phases: list[dict[str, float | None]] = []  # ... and its parts: to the lock, after leading
     with _database(db_admin) as db, tempfile.TemporaryDirectory(prefix="hal-failover-") as d:
         token, agent_token = make_tokens(db)
+        if history:
+            _write_history(db, history)
         extra: tuple[str, ...] = ()
         if nodes:
             config = Path(d) / "hal.toml"
@@ -231,17 +267,20 @@ def run_failover(
                 share = jobs * k // (kills + 1)
                 while len(burst.acked) < share and client.is_alive():
                     time.sleep(0.01)
-                leader = next(s for s in procs if s.proc.poll() is None and s.role() == "leader")
-                killed = time.monotonic()
+                # (a leader busy with the burst may miss one ask's one-second timeout)
+                leader = _next_leader([s for s in procs if s.proc.poll() is None])
+                killed, killed_at = time.monotonic(), time.time()
                 leader.proc.send_signal(signal.SIGKILL)
                 leader.proc.wait(10)
                 left = [s for s in procs if s.proc.poll() is None]
                 successor = _next_leader(left)
                 takeovers.append(time.monotonic() - killed)
+                answered_at = time.time()
                 with contextlib.suppress(TimeoutError):  # (logged just after it leads)
                     wait_until(lambda: successor.start_s() is not None, timeout=5)  # noqa: B023
                 loads.append(successor.start_s())
                 steps.append(successor.steps())
+                phases.append(takeover_phases(successor, killed_at, answered_at))
             client.join()
             elapsed = time.monotonic() - started
             if burst.error is not None:
@@ -260,15 +299,68 @@ def run_failover(
         "batch": batch,
         "kills": kills,
         "nodes": nodes,
+        "history": history,
         "running_at_end": running,
         "takeover_s": [round(t, 3) for t in takeovers],
         "lock_to_lead_s": [None if t is None else round(t, 3) for t in loads],
         "takeover_steps": steps,
+        "takeover_phases": phases,
         "acknowledged": len(burst.acked),
         "lost": lost,
         "duplicated": duplicated,
         "retries": burst.retries,
         "burst_s": round(elapsed, 2),
+    }
+
+
+def _write_history(db: str, runs: int) -> None:
+    """``runs`` jobs that ran and ended within the last day (four users, 1–16 CPUs on one
+    of the emulated nodes): the finished runs fair share charges at each start."""
+    from hal.core.job import Allocation, Job, JobSpec
+    from hal.core.resources import GiB, ResourceVector
+    from hal.core.states import JobState
+    from hal.state.store import SqlStateStore
+
+    rng = random.Random(runs)
+    now = time.time()
+    store = SqlStateStore(db)
+    try:
+        store.migrate()
+        with store.transaction() as tx:
+            first = tx.reserve_job_ids(runs)
+            tx.insert_scripts([(first, SCRIPT)])
+            made = []
+            for i in range(runs):
+                end = now - rng.uniform(60, 86_400)
+                start = end - rng.uniform(1, 3_600)
+                cpus = rng.choice((1, 2, 4, 8, 16))
+                made.append(
+                    Job(
+                        id=first + i,
+                        spec=JobSpec(user=f"user{i % 4}", script=SCRIPT, name=f"history-{i}"),
+                        state=JobState.COMPLETED,
+                        submit_time=start - 10,
+                        start_time=start,
+                        end_time=end,
+                        allocation=Allocation((f"emu{i % 100 + 1}",), (ResourceVector(cpus, GiB),)),
+                    )
+                )
+            tx.insert_jobs(made, [first] * runs)
+    finally:
+        store.close()
+
+
+def takeover_phases(
+    server: ServerProcess, killed: float, answered: float
+) -> dict[str, float | None]:
+    """A takeover's parts, from ``server``'s log (its clock is this machine's): from the
+    kill to its lock (taken, the epoch recorded and the others fenced), and from leading
+    (its state loaded) to answering ``/v1/ha`` as the leader within the ask's 1 s."""
+    locked = server.logged_at("leading the database")
+    led = server.logged_at("took the lead")
+    return {
+        "kill_to_lock_s": None if locked is None else round(locked - killed, 3),
+        "lead_to_answer_s": None if led is None else round(answered - led, 3),
     }
 
 

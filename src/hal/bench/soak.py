@@ -26,6 +26,7 @@ stops and ``hal.bench.soak_invariants`` reads the database.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shlex
@@ -38,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hal.bench.failover import ServerProcess
+from hal.bench.failover import ServerProcess, takeover_phases
 from hal.bench.replay_cost import cpu_model
 from hal.bench.scale import PG_ADMIN, _database, make_tokens
 from hal.bench.soak_invariants import check
@@ -364,7 +365,7 @@ def _kill_leader(cluster: _Cluster, killed: set[int], event: Any) -> float:
     assert leader is not None
     killed.add(leader)
     gone = cluster.servers[leader]
-    t = time.monotonic()
+    t, at = time.monotonic(), time.time()
     gone.proc.send_signal(signal.SIGKILL)
     gone.proc.wait(30)
     wait_until(
@@ -374,7 +375,20 @@ def _kill_leader(cluster: _Cluster, killed: set[int], event: Any) -> float:
         message="a standby to lead",
     )
     took = time.monotonic() - t
-    event("leader_killed", server=leader, takeover_s=round(took, 2), new=cluster.leader())
+    new = cluster.leader()
+    answered = time.time()
+    successor = cluster.servers[new] if new is not None else None
+    if successor is not None:  # (its line comes just after it leads)
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: successor.steps() is not None, timeout=5)
+    event(
+        "leader_killed",
+        server=leader,
+        takeover_s=round(took, 2),
+        new=new,
+        steps=None if successor is None else successor.steps(),
+        phases=None if successor is None else takeover_phases(successor, at, answered),
+    )
     cluster.restart_server(leader)
     killed.discard(leader)
     return took

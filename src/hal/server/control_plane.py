@@ -301,11 +301,14 @@ class ControlPlane:
 
     def _preload(self) -> int:
         """A standby's read ahead of the jobs ``Cluster.load`` will read at its takeover
-        (kept decoded in the store's ``JobRowMemo``); returns how many."""
+        (kept decoded in the store's ``JobRowMemo``) and of the finished runs the fair
+        share charges (``PriorityService.preload``); returns how many jobs."""
         if self.store.job_memo is None:
             self.store.job_memo = JobRowMemo()
         since = self.cluster.clock.now() - self.config.min_job_age_seconds
-        return len(self.store.load_jobs(active_or_ended_after=since))
+        jobs = len(self.store.load_jobs(active_or_ended_after=since))
+        self.priority.preload()
+        return jobs
 
     async def _stand_by(self) -> None:
         try:
@@ -314,12 +317,22 @@ class ControlPlane:
                 steps = {**self.leadership.lead_timings, **self.cluster.load_timings}
                 steps.update(self.start_timings)
                 kept, loaded = self.read_ahead or (0, len(self.cluster.jobs))
+                runs_kept, runs = self.priority.history_read_ahead or (0, 0)
                 log.warning(
-                    "the takeover's steps: %s; %d of %d jobs as read ahead",
+                    "the takeover's steps: %s; %d of %d jobs as read ahead; %d of %d "
+                    "finished runs (fair share) as read ahead",
                     ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()),
                     kept,
                     loaded,
-                    extra={"takeover_steps": steps, "jobs_read_ahead": kept, "jobs": loaded},
+                    runs_kept,
+                    runs,
+                    extra={
+                        "takeover_steps": steps,
+                        "jobs_read_ahead": kept,
+                        "jobs": loaded,
+                        "runs_read_ahead": runs_kept,
+                        "runs": runs,
+                    },
                 )
         except Exception as err:  # took the lock but could not start: leave it to another
             self.fenced = f"took the lead but could not start: {err}"

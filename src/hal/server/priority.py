@@ -50,7 +50,10 @@ from hal.scheduler.plugins.multifactor import (
     billing_rate,
 )
 from hal.state.cluster import Cluster
+from hal.state.rows import FinishedRun
+from hal.state.store import sql_store
 from hal.state.suspension import SUSPENDED_AT
+from hal.state.usage_memo import UsageMemo
 from hal.wire.priority import PriorityWeightsInfo
 
 
@@ -71,6 +74,7 @@ def weights_info(policy: PriorityPolicy) -> PriorityWeightsInfo:
 
 log = logging.getLogger("hal.priority")
 HISTORY_PAGE = 5_000
+Charge = tuple[Assoc, float, float, float]  # a finished run's (assoc, rate, start, end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,11 @@ class PriorityService:
         self._calculated: dict[int, JobPriority] = {}
         self._running: dict[int, tuple[Assoc, float, float]] = {}  # id → (assoc, rate, start)
         self._paused: set[int] = set()  # suspended jobs charged up to their suspension
+        # a standby's read ahead of the history (``preload``), and the policy it charged by
+        self._history: UsageMemo[Charge] | None = None
+        self._history_policy: PriorityPolicy | None = None
+        # of the last ``start``: (runs taken as read ahead, runs charged); None: read cold
+        self.history_read_ahead: tuple[int, int] | None = None
         cluster.on_jobs_changed(self._on_jobs)
 
     def configure(self, policy: PriorityPolicy) -> None:
@@ -117,6 +126,7 @@ class PriorityService:
         # classic or fair tree ([priority] fairshare_algorithm): the factor jobs get and
         # the rows sshare shows both come from this tree's standing
         self.tree = ShareTree(policy.accounts, policy.users, policy.fairshare_algorithm)
+        self._assocs: dict[tuple[str, str | None], Assoc] = {}  # (user, account): its assoc
         self.calculator = MultifactorPriority(policy, tuple(self.cluster.partitions.values()))
         if policy.decay_half_life_s != self.ledger.half_life_s:
             self.ledger.advance(self.cluster.clock.now())  # decayed at the old rate so far
@@ -130,31 +140,50 @@ class PriorityService:
         return (self.tree.account_for(job.spec.user, job.spec.account), job.spec.user)
 
     # -- lifecycle ----------------------------------------------------------------------
-    async def start(self) -> None:
-        """After ``cluster.load()``: charge the accounting history, then calculate."""
-        now = self.cluster.clock.now()
+    def _cutoff(self, now: float) -> float | None:
+        """The oldest end of a run charged at start (None: every run)."""
         window = self.policy.usage_window_s
-        cutoff = None if window is None else now - window
-        store = self.cluster.store
-        before: tuple[float, int] | None = None
-        weight, account_for, record = (
-            self.policy.usage_gpu_weight,
-            self.tree.account_for,
-            self.ledger.record,
-        )
-        while True:
-            page = await self.cluster.db(store.finished_usage, HISTORY_PAGE, before)
-            for run in page:
-                rate = allocation_rate(run.allocation, weight)
-                # suspended time is not charged (also a suspension it ended in)
-                start = run.start + suspended_in(run.marks, run.end)
-                record((account_for(run.user, run.account), run.user), rate, start, run.end)
-            if len(page) < HISTORY_PAGE:
-                break
-            last = page[-1]
-            before = (last.end, last.id)
-            if cutoff is not None and before[0] < cutoff:
-                break
+        return None if window is None else now - window
+
+    def _charge(self, run: FinishedRun) -> Charge:
+        """What ``run`` is charged: to its association, at its rate, from its start moved
+        later by its suspended time (also a suspension it ended in) to its end."""
+        rate = allocation_rate(run.allocation, self.policy.usage_gpu_weight)
+        start = run.start + suspended_in(run.marks, run.end)
+        assoc = self._assocs.get((run.user, run.account))
+        if assoc is None:  # (one tuple per association: a standby keeps a charge per run)
+            assoc = (self.tree.account_for(run.user, run.account), run.user)
+            self._assocs[(run.user, run.account)] = assoc
+        return assoc, rate, start, run.end
+
+    def preload(self) -> int:
+        """A standby's read ahead of the history ``start`` charges (on a thread, every
+        ``hal.server.standby.PRELOAD_S``): the runs that ended since its last read ahead,
+        or changed since, are fetched (``UsageMemo``); returns how many runs it keeps."""
+        memo = self._history
+        if memo is None or self._history_policy is not self.policy:
+            memo = self._history = UsageMemo(self._charge)
+            self._history_policy = self.policy
+        store = sql_store(self.cluster.store)
+        return len(store.finished_usage_changed(self._cutoff(self.cluster.clock.now()), memo))
+
+    async def start(self) -> None:
+        """After ``cluster.load()``: charge the accounting history, then calculate. After a
+        standby's ``preload`` only the runs that ended or changed since are read: charged
+        in the same order as a cold read, the usage is the same to the last bit."""
+        now = self.cluster.clock.now()
+        cutoff = self._cutoff(now)
+        record = self.ledger.record
+        memo, self._history = self._history, None  # (used once: the leader keeps the ledger)
+        self.history_read_ahead = None
+        if memo is not None and self._history_policy is self.policy:
+            store = sql_store(self.cluster.store)
+            charges = await self.cluster.db(store.finished_usage_changed, cutoff, memo)
+            self.history_read_ahead = (memo.hits, len(charges))
+            for assoc, rate, start, end in charges:
+                record(assoc, rate, start, end)
+        else:
+            await self._charge_history(cutoff)
         for job in self.cluster.unfinished.values():
             if job.state is JobState.SUSPENDED and job.start_time is not None:
                 # what it ran before its suspension; charged again from its resume
@@ -165,6 +194,23 @@ class PriorityService:
                 self._paused.add(job.id)
             self._track(job)
         self.recalculate()
+
+    async def _charge_history(self, cutoff: float | None) -> None:
+        """A cold read of the history: every run that ended at or after ``cutoff``, in
+        pages, latest end first."""
+        store = self.cluster.store
+        before: tuple[float, int] | None = None
+        record, charge = self.ledger.record, self._charge
+        while True:
+            page = await self.cluster.db(store.finished_usage, HISTORY_PAGE, before)
+            for run in page:
+                if cutoff is not None and run.end < cutoff:
+                    return
+                record(*charge(run))
+            if len(page) < HISTORY_PAGE:
+                return
+            last = page[-1]
+            before = (last.end, last.id)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Recalculate every ``calc_period`` until ``stop`` is set."""

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Literal
@@ -32,13 +33,13 @@ from hal.state.leader import (
     read_leader,
     record_takeover,
 )
-from hal.state.server_lock import ServerLock
+from hal.state.server_lock import REWAIT_GRACE_S, LockWaiter, ServerLock
 from hal.state.store import SqlStateStore
 
 log = logging.getLogger("hal.server")
 
 Role = Literal["leader", "standby", "starting"]
-RETRY_S = 1.0  # a standby asks for the lock this often
+RETRY_S = 1.0  # a standby looks at the leader this often (it waits for the lock)
 PRELOAD_S = 5.0  # and reads the jobs ahead this often (``stand_by``)
 
 
@@ -107,7 +108,7 @@ class Leadership:
         if self.store.is_sqlite or not self.standby:
             lock = ServerLock.take(self.store)
         else:
-            self._look()
+            self.look()
             try:
                 found = ServerLock.try_take(self.store)
             except DBAPIError as err:  # (a new leader may end this session as it asks)
@@ -120,13 +121,16 @@ class Leadership:
         self._lead(lock)
         return True
 
-    def try_claim(self) -> bool:
-        """``claim`` for a standby's retry: a database out of reach is a False."""
+    def lead_on(self, lock: ServerLock) -> bool:
+        """Lead with ``lock``, granted to a standby's ``LockWaiter``: True when it leads;
+        False when the database failed it meanwhile (the lock let go: wait again)."""
         try:
-            return self.claim()
+            self._lead(lock)
         except DBAPIError as err:
-            log.debug("the lead not asked for: %s", err)
+            log.debug("the lead not taken: %s", err)
+            self.role = "standby"
             return False
+        return True
 
     def release(self) -> None:
         """Stop leading: the lease's renewals, then the lock (after the last write)."""
@@ -139,7 +143,7 @@ class Leadership:
             self._lock.release()
             self._lock = None
 
-    def _look(self) -> None:
+    def look(self) -> None:
         """A standby's look at the leader: remember it, and end its lock session when
         its lease ran out (``hal.state.leader.end_stale_leader``)."""
         try:
@@ -200,28 +204,60 @@ async def stand_by(
     stop: asyncio.Event,
     preload: Callable[[], object] | None = None,
 ) -> None:
-    """A standby's life: ask for the lock every ``RETRY_S`` until it is this server's
-    (or ``stop``), then ``start`` the control plane on it. ``preload`` (on a thread,
-    at once and every ``PRELOAD_S``): read ahead what the start will read, so the
-    takeover decodes only what changed since (``hal.state.codec.JobRowMemo``). How long
-    the takeover took, from the lock to a loaded server, is logged."""
+    """A standby's life: wait for the lock (``LockWaiter``, on a thread) until it is this
+    server's (or ``stop``), then ``start`` the control plane on it. Meanwhile, every
+    ``RETRY_S``, look at the leader (and end a stale leader's session: then the lock is
+    granted; a wait whose session ended asks again after ``REWAIT_GRACE_S``, so that the
+    leader keeps its lock across a database restart), and every ``PRELOAD_S``
+    ``preload`` (on a thread): read ahead what the start
+    will read, so the takeover decodes only what changed since
+    (``hal.state.codec.JobRowMemo``). How long the takeover took, from the lock to a
+    loaded server, is logged."""
     log.info("standing by: another HAL server leads this database")
-    preloaded = -PRELOAD_S
-    while not stop.is_set():
-        asked = time.monotonic()
-        if await asyncio.to_thread(leadership.try_claim):
-            leadership.lead_timings["ask"] = round(time.monotonic() - asked, 3)
-            break
-        if preload is not None and time.monotonic() - preloaded >= PRELOAD_S:
-            preloaded = time.monotonic()
-            try:
-                await asyncio.to_thread(preload)
-            except DBAPIError as err:  # (a database no leader has migrated yet)
-                log.debug("nothing preloaded: %s", err)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), RETRY_S)
-    else:
-        return
+    waiter = LockWaiter(leadership.store)
+    waiting: asyncio.Future[ServerLock | None] | None = None
+    stopping = asyncio.ensure_future(stop.wait())
+    preloaded = looked = -PRELOAD_S
+    failed: float | None = None  # when the last wait ended without the lock
+    try:
+        while not stop.is_set():
+            if waiting is None and (failed is None or time.monotonic() - failed >= RETRY_S):
+                # after a session that ended, the leader's lock first (``REWAIT_GRACE_S``):
+                # the grace is before the ask; a lock freed later is granted at once
+                grace = 0.0 if failed is None else REWAIT_GRACE_S
+                waiting = asyncio.ensure_future(asyncio.to_thread(waiter.wait, grace))
+            if waiting is not None and waiting.done():
+                lock, waiting = waiting.result(), None
+                if lock is not None:
+                    leads = await asyncio.to_thread(leadership.lead_on, lock)
+                    if leads:
+                        granted = time.monotonic() - waiter.granted_at
+                        leadership.lead_timings["granted_to_lead"] = round(granted, 3)
+                        break
+                failed = time.monotonic()  # (a session ended: wait again in a moment)
+                continue
+            if time.monotonic() - looked >= RETRY_S:
+                looked = time.monotonic()
+                await asyncio.to_thread(leadership.look)
+            if preload is not None and time.monotonic() - preloaded >= PRELOAD_S:
+                preloaded = time.monotonic()
+                try:
+                    await asyncio.to_thread(preload)
+                except DBAPIError as err:  # (a database no leader has migrated yet)
+                    log.debug("nothing preloaded: %s", err)
+            if waiting is None or not waiting.done():
+                pending = [f for f in (waiting, stopping) if f is not None]
+                await asyncio.wait(pending, timeout=RETRY_S, return_when=FIRST_COMPLETED)
+        else:
+            return
+    finally:
+        stopping.cancel()
+        if waiting is not None:  # stopped while waiting: the wait ends, its lock let go
+            waiter.cancel()
+            with contextlib.suppress(Exception):
+                late = await asyncio.wait_for(asyncio.shield(waiting), RETRY_S * 5)
+                if late is not None:
+                    late.release()
     took = time.monotonic()
     await start()
     log.warning(

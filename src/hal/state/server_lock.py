@@ -17,7 +17,9 @@ refused with a ``Conflict`` naming who holds it.
   (``HalServer``), leaving the database to the other. The lock's connection has TCP
   keepalives on both ends (``KEEPALIVE``): PostgreSQL ends the session of a host that
   stopped answering within about 11 s, and the leader notices a database that did.
-  A standby server (``try_take``) asks for the lock again about once a second.
+  A standby server waits for the lock in a session of its own (``LockWaiter``:
+  ``pg_advisory_lock``, which PostgreSQL grants the moment the holder's session ends),
+  instead of asking again every second.
 
 Commands that only read or write a few rows (``hal server --init-admin``, ``hal up``'s
 token, the HTC broker) do not take it.
@@ -30,6 +32,8 @@ import fcntl
 import functools
 import os
 import socket
+import threading
+import time
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, create_engine, text
@@ -51,6 +55,10 @@ KEEPALIVE = {"idle": 5, "interval": 2, "count": 3}
 # keepalives probe an idle connection only: data sent and not acknowledged (a renewal
 # into a network cut) is given up after this long instead of TCP's ~15 min of retries
 USER_TIMEOUT_MS = 11_000
+# a standby's wait for the lock after its session ended (an outage, a database restart)
+# asks this long after it reconnected: the leader takes its lock again first (its lease
+# keeper tries every second), and a restart of the database costs no takeover
+REWAIT_GRACE_S = 3.0
 
 
 class ServerLock:
@@ -160,7 +168,8 @@ def _lock_engine(url: str, application_name: str | None) -> Engine:
     """An engine for the lock's connection alone: not pooled (closing it ends the
     session, and the lock with it), with TCP keepalives (``KEEPALIVE``), named as the
     server's other connections are, and not subject to their connect-time check. One
-    per database and name: a standby asks for the lock every second."""
+    per database and name: a leader takes the lock again on it after an outage, and a
+    standby waits for the lock on it."""
     args: dict[str, object] = {
         "keepalives": 1,
         "keepalives_idle": KEEPALIVE["idle"],
@@ -175,7 +184,67 @@ def _lock_engine(url: str, application_name: str | None) -> Engine:
     return create_engine(url, poolclass=NullPool, connect_args=args)
 
 
-def _advisory_lock(store: SqlStateStore) -> Connection:
+class LockWaiter:
+    """A standby's wait for the lock (PostgreSQL): ``wait``, on a thread, opens a lock
+    session and asks for the lock with ``pg_advisory_lock``, which returns when
+    PostgreSQL grants it: the moment the holder's session ends (its process killed, its
+    session terminated as a stale leader's), with no poll's delay. ``cancel`` (from
+    any thread) ends a wait. A wait ended otherwise (a new leader ends this server's
+    sessions, an outage) answers None: the caller waits again."""
+
+    def __init__(self, store: SqlStateStore) -> None:
+        self.store = store
+        self.granted_at = 0.0  # time.monotonic() of the last grant
+        self._conn: Connection | None = None
+        self._cancelled = threading.Event()
+        self._mutex = threading.Lock()
+
+    def wait(self, grace: float = 0.0) -> ServerLock | None:
+        """Block until the lock is this server's (a ``ServerLock`` on the waiting
+        session), or None: cancelled, or the session ended. ``grace``: seconds between
+        the session's start and the ask, for a wait after an outage (``REWAIT_GRACE_S``):
+        the leader, which takes its lock again within a second of the database's return,
+        keeps it, instead of a standby that reconnected first taking it over."""
+        try:
+            conn = _lock_session(self.store)
+        except DBAPIError:
+            return None
+        if grace > 0 and self._cancelled.wait(grace):
+            conn.close()
+            return None
+        with self._mutex:
+            if self._cancelled.is_set():
+                conn.close()
+                return None
+            self._conn = conn
+        granted = False
+        try:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
+            granted = True
+        except DBAPIError:  # cancelled, ended by a new leader, an outage
+            pass
+        with self._mutex:
+            self._conn = None
+            if granted and not self._cancelled.is_set():
+                self.granted_at = time.monotonic()
+                return ServerLock(None, conn)
+        with contextlib.suppress(DBAPIError):
+            conn.invalidate()  # (a cancelled session's lock, if granted, goes with it)
+            conn.close()
+        return None
+
+    def cancel(self) -> None:
+        """End the wait in progress, and any later one."""
+        with self._mutex:
+            self._cancelled.set()
+            conn = self._conn
+            if conn is not None:
+                with contextlib.suppress(Exception):  # (the session may be gone already)
+                    conn.connection.dbapi_connection.cancel_safe()  # type: ignore[union-attr]
+
+
+def _lock_session(store: SqlStateStore) -> Connection:
+    """A lock session: its own connection, autocommit, with keepalives on both ends."""
     conn = _lock_engine(store.url, store.application_name).connect()
     try:
         # autocommit: the lock is the session's; no transaction stays open around it
@@ -185,6 +254,15 @@ def _advisory_lock(store: SqlStateStore) -> Connection:
         for name, value in KEEPALIVE.items():
             conn.execute(text(f"SET tcp_keepalives_{name} = {int(value)}"))
         conn.execute(text(f"SET tcp_user_timeout = {USER_TIMEOUT_MS}"))
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _advisory_lock(store: SqlStateStore) -> Connection:
+    conn = _lock_session(store)
+    try:
         took = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": ADVISORY_KEY})
         if took.scalar_one():
             return conn

@@ -17,7 +17,7 @@ import functools
 import json
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -79,6 +79,7 @@ from hal.state.store_protocol import (
     StateTransaction,
     SubmitKeyTaken,
 )
+from hal.state.usage_memo import UsageMemo
 
 __all__ = [  # the names other modules import from here (see the docstring)
     "ACTIVE_STATES",
@@ -104,6 +105,7 @@ __all__ = [  # the names other modules import from here (see the docstring)
 
 # values per IN list: PostgreSQL takes at most 65,535 parameters a statement
 IN_LIST = 1000
+T = TypeVar("T")  # what a ``UsageMemo`` keeps of a finished run
 
 
 # The statements of the hot paths (submit, start, finish), built once: building an
@@ -603,6 +605,38 @@ class SqlStateStore:
             rows = conn.execute(_finished_page(cols, limit, before))
             return [finished_run_from_row(row) for row in rows]
 
+    def finished_usage_changed(self, since: float | None, memo: UsageMemo[T]) -> list[T]:
+        """PostgreSQL: the charges (``memo.charge``) of the runs that ended at or after
+        ``since`` (None: all), in ``finished_usage``'s order (latest end first, ties:
+        higher id first), with only the rows ``memo`` has not at their current version
+        (``xmin``) fetched and decoded; both reads see one snapshot (REPEATABLE READ).
+        A standby's read ahead of the fair-share history, and its takeover's read."""
+        t = schema.jobs
+        xmin = literal_column("jobs.xmin::text", String).label("xmin")
+        cond = _finished_cond()
+        if since is not None:
+            cond = and_(cond, t.c.end_time >= since)
+        order = (t.c.end_time.desc(), t.c.id.desc())
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                versions = [
+                    (int(r.id), int(r.xmin))
+                    for r in conn.execute(select(t.c.id, xmin).where(cond).order_by(*order))
+                ]
+                stale = memo.stale(versions)
+                cols = select(
+                    t.c.id, t.c.user_name, t.c.spec, t.c.start_time, t.c.end_time,
+                    t.c.allocation, t.c.marks, xmin,
+                )  # fmt: skip
+                for at in range(0, len(stale), IN_LIST):
+                    chunk = cols.where(t.c.id.in_(stale[at : at + IN_LIST]))
+                    for row in conn.execute(chunk):
+                        memo.put(finished_run_from_row(row), int(row.xmin))
+        ids = [job_id for job_id, _ in versions]
+        memo.keep(set(ids))
+        return memo.charges(ids)
+
     def jobs_by_id(self, ids: Sequence[int]) -> list[Job]:
         """The stored rows of these job ids (those that exist), in id order."""
         t = schema.jobs
@@ -709,15 +743,21 @@ class SqlStateStore:
             return int(conn.execute(select(func.count()).select_from(schema.jobs)).scalar_one())
 
 
-def _finished_page(stmt: Select[Any], limit: int, before: tuple[float, int] | None) -> Select[Any]:
-    """``stmt`` over the jobs that ran and have ended, latest end first (ties: higher id
-    first), at most ``limit``, strictly before ``before`` = (end time, id)."""
+def _finished_cond() -> Any:
+    """The jobs that ran and have ended: those fair share charges."""
     t = schema.jobs
-    cond = and_(
+    return and_(
         t.c.start_time.is_not(None),
         t.c.end_time.is_not(None),
         t.c.state.not_in(ACTIVE_STATES),
     )
+
+
+def _finished_page(stmt: Select[Any], limit: int, before: tuple[float, int] | None) -> Select[Any]:
+    """``stmt`` over the jobs that ran and have ended, latest end first (ties: higher id
+    first), at most ``limit``, strictly before ``before`` = (end time, id)."""
+    t = schema.jobs
+    cond = _finished_cond()
     if before is not None:
         end, job_id = before
         after = or_(t.c.end_time < end, and_(t.c.end_time == end, t.c.id < job_id))
