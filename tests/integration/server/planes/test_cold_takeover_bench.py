@@ -1,7 +1,7 @@
 """``hal bench cold-takeover`` end to end on PostgreSQL: two real servers, the leader
 killed twice. It checks that each round ended with the standby leading and that its time
 is at least the restart delay it waited (the standby was just refused when the leader
-died), never how fast it was: the figure is in docs/benchmarks.md."""
+died), never how fast it was: the figure is in docs/benchmarks-scale.md."""
 
 from __future__ import annotations
 

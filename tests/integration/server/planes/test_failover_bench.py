@@ -2,7 +2,7 @@
 burst of batch submissions, every fifth job run on emulated nodes, the leader killed
 twice, on a fair-share history of 300 finished runs. It checks what the bench exists to
 show — every acknowledged job in the database once, one takeover per kill with the new
-leader's account of its steps — never how fast: the figures are in docs/benchmarks.md."""
+leader's account of its steps — never how fast: the figures are in docs/benchmarks-scale.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``hal bench scale`` at a tiny size, end to end: a real server on PostgreSQL, emulated
 nodes in two processes, a queue behind a down partition opened for the window. It checks
 that the report is whole and its counts are the run's, never how fast anything was: the
-figures and the goals are in docs/benchmarks.md. Slow: CI and HAL_SLOW=1 only."""
+figures and the goals are in docs/benchmarks-scale.md. Slow: CI and HAL_SLOW=1 only."""
 
 from __future__ import annotations
 
