@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from hal.core.artifacts import ArtifactRef
 from hal.core.container import Container
@@ -305,14 +305,8 @@ class JobRowMemo:
 
     def stale(self, versions: Iterable[tuple[int, str]]) -> list[int]:
         """Of ``(id, xmin)`` pairs, the ids whose row this memo has not at that version."""
-        known = self._versions
-        stale = []
-        for job_id, version in versions:
-            found = known.get(job_id)
-            if found is None or found[0] != version:
-                stale.append(job_id)
-            else:
-                self.hits += 1
+        stale, hits = stale_versions(self._versions, versions)
+        self.hits += hits
         return stale
 
     def versioned(self, row: Any) -> Job:
@@ -331,3 +325,22 @@ def _cpu_parts(row: Any) -> dict[str, str]:
     if user is None or system is None:
         return {}
     return {USER_CPU: str(user), SYSTEM_CPU: str(system)}
+
+
+V = TypeVar("V")
+
+
+def stale_versions(
+    known: Mapping[int, tuple[V, object]], versions: Iterable[tuple[int, V]]
+) -> tuple[list[int], int]:
+    """Of ``(id, version)`` pairs, the ids ``known`` (id -> (version, value)) has not at
+    that version, and how many it has."""
+    stale: list[int] = []
+    hits = 0
+    for key, version in versions:
+        found = known.get(key)
+        if found is None or found[0] != version:
+            stale.append(key)
+        else:
+            hits += 1
+    return stale, hits

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
+from hal.state.codec import stale_versions
 from hal.state.rows import FinishedRun
 
 T = TypeVar("T")
@@ -35,15 +36,7 @@ class UsageMemo(Generic[T]):
 
     def stale(self, versions: Iterable[tuple[int, int]]) -> list[int]:
         """Of ``(id, xmin)`` pairs, the ids whose run this memo has not at that version."""
-        known = self._runs
-        stale: list[int] = []
-        self.hits = 0
-        for job_id, version in versions:
-            found = known.get(job_id)
-            if found is None or found[0] != version:
-                stale.append(job_id)
-            else:
-                self.hits += 1
+        stale, self.hits = stale_versions(self._runs, versions)
         return stale
 
     def put(self, run: FinishedRun, version: int) -> None:

@@ -50,26 +50,34 @@ def pair(
 
 
 def start_agent(
-    servers: list[ServerProcess], token: str, tmp_path: Path
+    servers: list[ServerProcess], token: str, admin: str, tmp_path: Path
 ) -> subprocess.Popen[bytes]:
-    """``hal agent`` given both servers: node1, 2 CPUs."""
+    """``hal agent`` given both servers, node1 with 2 CPUs, once it is UP."""
+    both = ",".join(s.url for s in servers)
     with open(tmp_path / "agent.log", "ab") as log:
-        return subprocess.Popen(
+        agent = subprocess.Popen(
             [
                 *(sys.executable, "-m", "hal.cli.main", "agent"),
                 *(a for s in servers for a in ("--server", s.url)),
                 *("--name", "node1", "--cpus", "2", "--memory", "2G"),
                 *("--state-dir", str(tmp_path / "agent"), "--unknown-users-as-agent"),
             ],
-            env={
-                **os.environ,
-                "HAL_URL": ",".join(s.url for s in servers),
-                "HAL_TOKEN": token,
-            },
+            env={**os.environ, "HAL_URL": both, "HAL_TOKEN": token},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    try:
+        with HalClient(both, admin) as client:
+            wait_until(
+                lambda: any(n.name == "node1" and n.state == "UP" for n in client.nodes()),
+                timeout=60,
+                message="the agent to register",
+            )
+    except BaseException:
+        stop_process(agent)
+        raise
+    return agent
 
 
 @pytest.mark.timeout(600)  # worker jobs start slowly on a loaded machine
@@ -78,17 +86,12 @@ def test_a_journaled_session_is_reattached_through_the_new_leader(
 ) -> None:
     servers, admin, agent_token = pair
     both = ",".join(s.url for s in servers)
-    agent = start_agent(servers, agent_token, tmp_path)
+    agent = start_agent(servers, agent_token, admin, tmp_path)
     gate, open_gate = tmp_path / f"gate-{secrets.token_hex(4)}", tmp_path / "open"
     open_gate.touch()
     calls = [(str(open_gate), x) for x in range(20)] + [(str(gate), x) for x in range(20, 100)]
     try:
-        with HtcClient(both, admin) as hc, HalClient(both, admin) as client:
-            wait_until(
-                lambda: any(n.name == "node1" and n.state == "UP" for n in client.nodes()),
-                timeout=60,
-                message="the agent to register",
-            )
+        with HtcClient(both, admin) as hc:
             s = hc.open_session(
                 AFTER_FILE, max_workers=2, journal=True, worker_output=str(tmp_path / "w-%j.out")
             )
@@ -133,15 +136,10 @@ def test_a_session_given_reattach_follows_the_new_leader_by_itself(
     no call from the user."""
     servers, admin, agent_token = pair
     both = ",".join(s.url for s in servers)
-    agent = start_agent(servers, agent_token, tmp_path)
+    agent = start_agent(servers, agent_token, admin, tmp_path)
     gate = tmp_path / f"gate-{secrets.token_hex(4)}"
     try:
-        with HtcClient(both, admin) as hc, HalClient(both, admin) as client:
-            wait_until(
-                lambda: any(n.name == "node1" and n.state == "UP" for n in client.nodes()),
-                timeout=60,
-                message="the agent to register",
-            )
+        with HtcClient(both, admin) as hc:
             s = hc.open_session(
                 AFTER_FILE,
                 max_workers=2,

@@ -137,10 +137,8 @@ FIELD_SETS = [
 ]
 
 
-def test_each_field_set_lists_those_fields_of_the_full_form_as_jobs_change() -> None:
-    """``fields=``: every job with exactly the fields asked for, their values the full
-    form's, while the clock moves, a usage sample comes and jobs change; a field set
-    asked for again serialises only what changed."""
+def four_jobs() -> tuple[VirtualClock, Cluster]:
+    """Pending, running, pending on a dependency and suspended: jobs 1, 2, 3 and 5."""
     clock = VirtualClock(1_000_000.0)
     cluster = new_cluster(MemoryStateStore(), clock)
     now = clock.now()
@@ -152,6 +150,14 @@ def test_each_field_set_lists_those_fields_of_the_full_form_as_jobs_change() -> 
         make_job(5).running_on("n1", start=now - 5, state=JobState.SUSPENDED).build(),
     )
     cluster.put(cluster.jobs[5].evolve(extra=suspension({}, now - 2)))
+    return clock, cluster
+
+
+def test_each_field_set_lists_those_fields_of_the_full_form_as_jobs_change() -> None:
+    """``fields=``: every job with exactly the fields asked for, their values the full
+    form's, while the clock moves, a usage sample comes and jobs change; a field set
+    asked for again serialises only what changed."""
+    clock, cluster = four_jobs()
     cache = JobListCache()
     for fields in FIELD_SETS:
         shown = kept(cache, cluster, fields)
@@ -177,17 +183,7 @@ def test_omit_defaults_leaves_out_just_the_fields_at_their_default() -> None:
     full form's, for every field set and every field, while jobs change and the clock
     moves; the queue's list and history's (built afresh) alike; kept apart from the
     same field set's full JSON."""
-    clock = VirtualClock(1_000_000.0)
-    cluster = new_cluster(MemoryStateStore(), clock)
-    now = clock.now()
-    store(
-        cluster,
-        make_job(1).build(),
-        make_job(2).running_on("n1", start=now - 10).build(),
-        make_job(3).depends("afterok:2").reason(PendingReason.DEPENDENCY).build(),
-        make_job(5).running_on("n1", start=now - 5, state=JobState.SUSPENDED).build(),
-    )
-    cluster.put(cluster.jobs[5].evolve(extra=suspension({}, now - 2)))
+    clock, cluster = four_jobs()
     cache = JobListCache()
     every = frozenset(JOB_FIELDS)
     for step in range(2):
