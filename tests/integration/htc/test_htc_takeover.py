@@ -80,6 +80,20 @@ def start_agent(
     return agent
 
 
+def kill_leader_once_journaled(
+    hc: HtcClient, session_id: str, tasks: int, leader: ServerProcess
+) -> None:
+    """Wait until the broker has accepted (and journaled) ``tasks`` tasks, then kill -9
+    the leader, and with it its broker."""
+    wait_until(
+        lambda: hc.session(session_id).submitted == tasks,
+        timeout=30,
+        message="the broker to accept (and journal) every task",
+    )
+    os.kill(leader.proc.pid, signal.SIGKILL)
+    leader.proc.wait(10)
+
+
 @pytest.mark.timeout(600)  # worker jobs start slowly on a loaded machine
 def test_a_journaled_session_is_reattached_through_the_new_leader(
     pair: tuple[list[ServerProcess], str, str], tmp_path: Path
@@ -100,14 +114,7 @@ def test_a_journaled_session_is_reattached_through_the_new_leader(
             futures = s.submit_many(calls[:20])
             assert [f.result(180) for f in futures] == list(range(20))
             futures += s.submit_many(calls[20:])
-            wait_until(
-                lambda: hc.session(s.id).submitted == 100,
-                timeout=30,
-                message="the broker to accept (and journal) every task",
-            )
-
-            os.kill(servers[0].proc.pid, signal.SIGKILL)
-            servers[0].proc.wait(10)
+            kill_leader_once_journaled(hc, s.id, 100, servers[0])
             wait_until(lambda: s.ended is not None, timeout=15, message="the broker to go")
             assert not any(f.done() and f.exception() is None for f in futures[20:])
             s.disconnect()
@@ -148,13 +155,7 @@ def test_a_session_given_reattach_follows_the_new_leader_by_itself(
                 worker_output=str(tmp_path / "w-%j.out"),
             )
             futures = s.submit_many([(str(gate), x) for x in range(50)])
-            wait_until(
-                lambda: hc.session(s.id).submitted == 50,
-                timeout=30,
-                message="the broker to accept (and journal) every task",
-            )
-            os.kill(servers[0].proc.pid, signal.SIGKILL)
-            servers[0].proc.wait(10)
+            kill_leader_once_journaled(hc, s.id, 50, servers[0])
             gate.touch()
             more = s.submit_many([(str(gate), x) for x in range(50, 60)])
             assert [f.result(240) for f in futures + more] == list(range(60))
