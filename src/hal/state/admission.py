@@ -14,7 +14,7 @@ the database, no NUL characters) and the parsing of Slurm's syntax into a ``JobS
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hal.core.errors import Conflict, InvalidRequest, PermissionDenied
@@ -39,6 +39,8 @@ class Admission:
 
     def __init__(self, mirror: Mirror) -> None:
         self.mirror = mirror
+        # partition name → (what it was made of, its candidate nodes): ``_candidates``
+        self._kept_candidates: dict[str, tuple[int, Partition, Mapping[str, Node], list[Node]]] = {}
         # the QoS and accounts jobs may name (``hal.state.associations``)
         self.associations = Associations(mirror.config.priority)
         self._latency_qos = {q.name for q in mirror.config.priority.qos if q.latency_sensitive}
@@ -175,12 +177,7 @@ class Admission:
         refused: InvalidRequest | None = None
         for name in names:
             partition = self.mirror.partitions[name]
-            candidates = [n for n in self.mirror.nodes.values() if partition.contains(n.name)]
-            candidates += [
-                t
-                for name, t in self.mirror.cloud_templates.items()
-                if name not in self.mirror.nodes and partition.contains(name)
-            ]
+            candidates = self._candidates(partition)
             if not candidates:
                 return
             try:
@@ -194,6 +191,29 @@ class Admission:
             return
         if refused is not None:
             raise refused
+
+    def _candidates(self, partition: Partition) -> list[Node]:
+        """``partition``'s nodes known now and its [cloud] nodes yet to be made, kept
+        while the nodes, the partition and the templates stay the same objects (a batch
+        of 1,000 jobs on 10,000 nodes listed them a thousand times)."""
+        mirror = self.mirror
+        version, templates = mirror.nodes.version, mirror.cloud_templates
+        kept = self._kept_candidates.get(partition.name)
+        if (
+            kept is not None
+            and kept[0] == version
+            and kept[1] is partition
+            and kept[2] is templates
+        ):
+            return kept[3]
+        candidates = [n for n in mirror.nodes.values() if partition.contains(n.name)]
+        candidates += [
+            t
+            for name, t in mirror.cloud_templates.items()
+            if name not in mirror.nodes and partition.contains(name)
+        ]
+        self._kept_candidates[partition.name] = (version, partition, templates, candidates)
+        return candidates
 
     def _check_nodelist(self, spec: JobSpec, where: str) -> None:
         """``--nodelist`` and ``--exclude`` may name only nodes the cluster knows
@@ -292,7 +312,8 @@ class Admission:
                 f"asked for, the partition has {len(nodes)}{typed}",
                 field=where + "nodes",
             )
-        unknown = sorted(set(spec.constraint) - {f for n in nodes for f in n.features})
+        wanted = set(spec.constraint)
+        unknown = sorted(wanted - {f for n in nodes for f in n.features}) if wanted else []
         if unknown:  # (Slurm's words; a size message would hide the reason)
             known = sorted({f for n in nodes for f in n.features})
             raise InvalidRequest(
@@ -301,17 +322,22 @@ class Admission:
                 field=where + "constraint",
             )
 
-        def fitting(count: int) -> int:
-            return sum(
-                1
-                for n in nodes
-                if spec.request_per_node(count, n.resources.memory_bytes).fits_in(n.resources)
-                and set(spec.constraint) <= set(n.features)
-            )
+        def fit(count: int) -> bool:
+            """Whether ``count`` of the nodes could each hold a ``count``-node share
+            (stops at the ``count``-th: most jobs fit the first node or so)."""
+            found = 0
+            for n in nodes:
+                if spec.request_per_node(count, n.resources.memory_bytes).fits_in(
+                    n.resources
+                ) and wanted.issubset(n.features):
+                    found += 1
+                    if found >= count:
+                        return True
+            return False
 
         # a range (-N 1-2, or no -N: up to a node per task) fits if one count in it does
         counts = range(spec.nodes_min, min(max(spec.nodes_max, spec.nodes_min), len(nodes)) + 1)
-        if not any(fitting(count) >= count for count in counts):
+        if not any(fit(count) for count in counts):
             biggest = max(nodes, key=lambda n: (n.resources.cpus, n.resources.memory_bytes))
             most = max(counts, default=spec.nodes_min)  # (spread the widest it may be)
             want = spec.request_per_node(most, biggest.resources.memory_bytes)

@@ -22,6 +22,7 @@ from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState
 from hal.core.topology_labels import label_path
 from hal.scheduler.framework.snapshot import ClusterSnapshot
+from hal.state.node_table import NodeTable
 from hal.state.node_usage import NodeUsage, hold, release
 from hal.state.store import PartitionOverride, StoredEvent
 
@@ -39,7 +40,10 @@ class Mirror:
         # ids of the jobs suspended by preemption (``hal.state.preempt.resume_freed``
         # runs after every batch of finished jobs: it must not scan the whole queue)
         self.preempt_suspended: set[int] = set()
-        self.nodes: dict[str, Node] = {}
+        self.nodes = NodeTable()
+        # a snapshot's nodes, sorted by name, as of ``nodes.version``: sorting 10,000 of
+        # them on every pass cost more than the pass's other bookkeeping
+        self._sorted_nodes: tuple[int, tuple[Node, ...]] = (-1, ())
         self.usage: dict[str, NodeUsage] = {}
         self.arrays: dict[int, list[int]] = {}  # array job id → element ids (in the mirror)
         # the stored rows ``fill_related`` read for dependency targets that have left the
@@ -251,6 +255,15 @@ class Mirror:
         full = used.exclusive or not (used.allocated.cpus < node.resources.cpus)
         return "alloc" if full else "mix"
 
+    def _nodes_by_name(self, unmade: list[Node]) -> tuple[Node, ...]:
+        if unmade:  # [cloud] templates among them: few, and rare
+            return tuple(sorted([*self.nodes.values(), *unmade], key=lambda n: n.name))
+        version, nodes = self._sorted_nodes
+        if version != self.nodes.version:
+            nodes = tuple(sorted(self.nodes.values(), key=lambda n: n.name))
+            self._sorted_nodes = (self.nodes.version, nodes)
+        return nodes
+
     def snapshot(self, *, made: bool = False) -> ClusterSnapshot:
         """The scheduler's view. ``made``: [cloud] nodes not made yet as if they were
         (idle), for ``--test-only``, as Slurm's answers count powered-down cloud nodes."""
@@ -290,7 +303,7 @@ class Mirror:
         return ClusterSnapshot(
             revision=self.revision,
             now=now,
-            nodes=tuple(sorted([*self.nodes.values(), *unmade], key=lambda n: n.name)),
+            nodes=self._nodes_by_name(unmade),
             partitions=tuple(self.partitions.values()),
             pending=tuple(pending),
             running=tuple(running),
