@@ -207,7 +207,10 @@ class AlertEvaluator:
 
     def _flapping(self, now: float) -> Iterable[Finding]:
         window = self.config.flap_window_s
+        least = self.config.flap_count
         for node, times in self._registrations.items():
+            if len(times) < least:  # (most nodes: registered once; 10,000 of them each tick)
+                continue
             recent = sum(1 for t in times if now - t <= window)
             if recent >= self.config.flap_count:
                 yield Finding(
