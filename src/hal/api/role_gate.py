@@ -4,6 +4,11 @@ role (``X-HAL-Role``), ``GET /v1/ha`` says who leads, and a server that does not
 ``/v1/ha`` and ``/metrics``: every other request is sent to the leader (307, the same
 method and body) or told to come back (503, ``Retry-After: 1``). A standby never applies
 a write: its mirror is not loaded and its sessions may not write.
+
+Every answer of a PostgreSQL server also carries ``X-HAL-Servers``: the advertised URLs
+of the database's live servers, the leader first (``Leadership.servers_header``, made by
+the server's heartbeat every few seconds, not per request), so a client given one address
+learns the others (``hal.client.servers``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from hal.server.standby import Leadership
 
 ROLE_HEADER = "X-HAL-Role"
 LEADER_HEADER = "X-HAL-Leader"
+SERVERS_HEADER = "X-HAL-Servers"
 # what a server that does not lead still answers itself
 OPEN_PATHS = frozenset({"/healthz", "/v1/ha", "/metrics"})
 
@@ -27,7 +33,8 @@ def install(app: FastAPI, leadership: Leadership) -> None:
 
     @app.get("/v1/ha", tags=["health"])
     async def ha() -> dict[str, object]:
-        """This server's role, the leader's epoch, URL and start, and this server's name."""
+        """This server's role, the leader's epoch, URL and start, this server's name, and
+        the live servers of its database (``peers``: each one's name, URL and role)."""
         return leadership.status()
 
     app.add_middleware(RoleGate, leadership=leadership)
@@ -46,12 +53,15 @@ class RoleGate:
             await self.app(scope, receive, send)
             return
         role = self.leadership.role
-        header = (ROLE_HEADER.lower().encode(), role.encode())
+        added = [(b"x-hal-role", role.encode())]
+        servers = self.leadership.servers_header
+        if servers:
+            added.append((b"x-hal-servers", servers.encode()))
         if role == "leader" or scope["path"] in OPEN_PATHS:
 
             async def send_with_role(message: Message) -> None:
                 if message["type"] == "http.response.start":
-                    message["headers"] = [*message.get("headers", ()), header]
+                    message["headers"] = [*message.get("headers", ()), *added]
                 await send(message)
 
             await self.app(scope, receive, send_with_role)
@@ -61,6 +71,8 @@ class RoleGate:
     def _refuse(self, role: str, scope: Scope) -> JSONResponse:
         leader = self.leadership.leader_url() if role == "standby" else None
         headers = {ROLE_HEADER: role}
+        if self.leadership.servers_header:
+            headers[SERVERS_HEADER] = self.leadership.servers_header
         if leader is None:
             detail = (
                 "this HAL server is a standby and no leader is answering yet; retry in a second"

@@ -14,7 +14,13 @@ SDK, the agents, ``hal emulate`` and HTC's clients:
   method and body, even to an address not in the list (the leader's advertised URL, with
   the path the address had: ``https://b:8470/cache/v1`` goes to ``LEADER/cache/v1``);
 - anything else is the leader's answer (a server from before failover, which sends no
-  ``X-HAL-Role``, counts as one).
+  ``X-HAL-Role``, counts as one);
+- learn the servers an answer names in ``X-HAL-Servers`` (every live server of the
+  database, which each server reads from the others' heartbeats): they are tried after
+  the addresses given, which stay first and in their order (``LeaderChoice.learn``).
+  So a client given one address finds the others when that one dies. A server's list
+  replaces the last one learned (a server gone from it is no longer tried); an answer
+  without the header (SQLite, a server from before) changes nothing.
 
 ``Round`` is one pass over the addresses, sans-IO: the caller sends, tells the round what
 came back, and asks where to go next, so the blocking SDK and the asyncio agent share one
@@ -25,7 +31,9 @@ with its own backoff.
 Each command is a new process, so the SDK also keeps the last leader of each address list
 in ``~/.cache/hal/leader.json`` (``LeaderCache``): the next command goes there first
 instead of waiting on a dead first address (a host that drops packets costs a connect
-limit each time). Only for a list of several: one address has nothing to remember.
+limit each time), and the servers it learned, so that a command given one address
+reaches the others after that one died. A client given one address reads the file only
+once that address fails or names other servers: a site with one server pays nothing.
 
 Imports nothing at module level but ``os``: every ``hal sbatch`` loads it (``hal.client``).
 """
@@ -44,11 +52,15 @@ FAILOVER_TIMEOUT_SECONDS = 30.0
 # while another address leads.
 FAILOVER_CONNECT_SECONDS = 5.0
 MAX_REDIRECTS = 3  # a round follows at most this many 307s (a stale leader URL loops)
+LEARNED_KEY = "learned"  # the learned servers' entry of the cache file
+MAX_LEARNED = 16  # an X-HAL-Servers list is read this far (a site has two or three)
 _STANDBY_ROLES = ("standby", "starting")
 
 # The last leader of each address list, for this process: a client made after a takeover
 # goes to the new leader first instead of the dead one.
 _LEADERS: dict[tuple[str, ...], str] = {}
+# The servers each address list learned (``X-HAL-Servers``), for this process.
+_LEARNED: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 def server_urls(given: str | Iterable[str]) -> tuple[str, ...]:
@@ -88,8 +100,17 @@ def not_leading(status: int, headers: Mapping[str, str]) -> str | None:
     return None
 
 
+def learned_urls(header: str, path: str = "") -> tuple[str, ...]:
+    """The addresses an ``X-HAL-Servers`` value names (the first ``MAX_LEARNED``, only
+    http:// and https:// ones), each with ``path`` (the path of the address that
+    answered, as a redirect keeps it)."""
+    urls = server_urls(header)[:MAX_LEARNED]
+    return tuple(url + path for url in urls if url.startswith(("http://", "https://")))
+
+
 class LeaderChoice:
-    """The addresses of one client, and which of them leads as far as it knows."""
+    """The addresses of one client, and which of them leads as far as it knows: the
+    ones it was given (``urls``), then the ones it learned (``learned``)."""
 
     __slots__ = ("_key", "urls")
 
@@ -109,11 +130,32 @@ class LeaderChoice:
         """Where the next request goes first: the last leader, else the first address."""
         return _LEADERS.get(self._key) or self.urls[0]
 
+    @property
+    def learned(self) -> tuple[str, ...]:
+        """The addresses learned from the servers (``X-HAL-Servers``), not given."""
+        return _LEARNED.get(self._key, ())
+
     def order(self) -> list[str]:
+        """The addresses in the order a round tries them: the last leader, then those
+        given, in their order, then those learned."""
         leader = _LEADERS.get(self._key)
-        if leader is None:
-            return list(self.urls)
-        return [leader, *(url for url in self.urls if url != leader)]
+        found = [leader] if leader is not None else []
+        for url in (*self.urls, *self.learned):
+            if url not in found:
+                found.append(url)
+        return found
+
+    def learn(self, urls: Iterable[str]) -> bool:
+        """The servers named by an answer: those not given become the learned ones (in
+        place of the last learned). True when that changed them."""
+        learned = tuple(url for url in dict.fromkeys(urls) if url not in self.urls)
+        if learned == self.learned:
+            return False
+        if learned:
+            _LEARNED[self._key] = learned
+        else:
+            _LEARNED.pop(self._key, None)
+        return True
 
     def lead(self, url: str) -> None:
         """``url`` answered as the leader: go there first from now on."""
@@ -129,31 +171,54 @@ class LeaderChoice:
 
 
 class LeaderCache:
-    """The last leader of each address list, kept between commands in
-    ``$XDG_CACHE_HOME/hal/leader.json`` (``{"a,b": "b"}``). A hint only: a file that
-    cannot be read or written is ignored, and a stale entry costs one failed try."""
+    """The last leader of each address list, and the servers it learned, kept between
+    commands in ``$XDG_CACHE_HOME/hal/leader.json``
+    (``{"a": "b", "learned": {"a": ["b", "c"]}}``). A hint only: a file that cannot be
+    read or written is ignored, and a stale entry costs one failed try."""
 
-    __slots__ = ("_choice", "_known")
+    __slots__ = ("_choice", "_known", "_known_learned")
 
     def __init__(self, choice: LeaderChoice) -> None:
         self._choice = choice
         self._known: str | None = None
+        key = ",".join(choice.urls)
+        data = self._read() if choice.leader is None or not choice.learned else {}
         if choice.leader is None:
-            leader = self._read().get(",".join(choice.urls))
+            leader = data.get(key)
             if isinstance(leader, str) and leader:
                 choice.lead(leader)
                 self._known = leader
         else:
             self._known = choice.leader
+        if not choice.learned:
+            kept = data.get(LEARNED_KEY)
+            urls = kept.get(key) if isinstance(kept, dict) else None
+            if isinstance(urls, list):
+                choice.learn(learned_urls(",".join(u for u in urls if isinstance(u, str))))
+        self._known_learned = choice.learned
 
     def save(self) -> None:
-        """Write the choice's leader if it changed since it was read or last written."""
-        leader = self._choice.leader
-        if leader is None or leader == self._known:
+        """Write the choice's leader and learned servers if they changed since they were
+        read or last written."""
+        leader, learned = self._choice.leader, self._choice.learned
+        new_leader = leader is not None and leader != self._known
+        if not new_leader and learned == self._known_learned:
             return
-        self._known = leader
+        self._known, self._known_learned = leader or self._known, learned
         data = self._read()
-        data[",".join(self._choice.urls)] = leader
+        key = ",".join(self._choice.urls)
+        if leader is not None:
+            data[key] = leader
+        kept = data.get(LEARNED_KEY)
+        kept = kept if isinstance(kept, dict) else {}
+        if learned:
+            kept[key] = list(learned)
+        else:
+            kept.pop(key, None)
+        if kept:
+            data[LEARNED_KEY] = kept
+        else:
+            data.pop(LEARNED_KEY, None)
         path = _cache_file()
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -218,6 +283,11 @@ class Round:
         """The next address to send to, or None: every one was tried."""
         return self._queue.pop(0) if self._queue else None
 
+    def skip(self, url: str) -> None:
+        """``url`` was sent to outside the round (a client's first try): not again."""
+        if url in self._queue:
+            self._queue.remove(url)
+
     @property
     def pending(self) -> bool:
         """Whether an address is left to try in this round (a redirect's target too)."""
@@ -230,7 +300,12 @@ class Round:
 
     def answered(self, url: str, status: int, headers: Mapping[str, str]) -> bool:
         """``url`` answered ``status``: True if that is the answer to hand back (the
-        leader's, or a standby's own for the few paths it serves), False to go on."""
+        leader's, or a standby's own for the few paths it serves), False to go on. The
+        servers it names (``X-HAL-Servers``) are learned, and those new to this round
+        are tried after the rest."""
+        named = headers.get("x-hal-servers")
+        if named:
+            self._learn(url, learned_urls(named, _path_of(url)))
         why = not_leading(status, headers)
         if why is None:
             if headers.get("x-hal-role") not in _STANDBY_ROLES:
@@ -250,6 +325,14 @@ class Round:
                 self._queue.remove(target)
             self._queue.insert(0, target)
         return False
+
+    def _learn(self, answering: str, urls: tuple[str, ...]) -> None:
+        if not self._choice.learn(urls):
+            return
+        tried = {answering, *(url for url, _ in self.tried)}
+        for url in self._choice.learned:
+            if url not in tried and url not in self._queue:
+                self._queue.append(url)
 
     def summary(self, waited: float | None = None) -> str:
         """Every address and what it last answered, for the error that ends the search."""

@@ -127,6 +127,16 @@ class HalClient:
             self._leaders = LeaderChoice(self._urls)
         return self._leaders
 
+    def _remember(self) -> LeaderCache:
+        """The leader file (``LeaderCache``), its leader and learned servers taken into
+        the choice: read once, where one address was given, when it failed or named
+        other servers."""
+        if self._cache is None:
+            from hal.client.servers import LeaderCache
+
+            self._cache = LeaderCache(self._choice)
+        return self._cache
+
     def leader_url(self) -> str:
         """The leader's address, for a request made outside this client (a streamed
         upload): where several are given and none has answered yet, found with a small
@@ -249,18 +259,35 @@ class HalClient:
         timeout: float | None,
     ) -> Response:
         """Send one request to the leader. One address: sent there, its failures raised
-        as they are (the common case, one path as before failover); only a standby's
-        answer starts a search. Several: ``_search``."""
-        if len(self._urls) == 1:
+        as they are (the common case, one path as before failover), unless it named
+        other servers (``X-HAL-Servers``, now or in an earlier command): then those are
+        searched; a standby's answer starts a search too. Several: ``_search``."""
+        if len(self._urls) == 1 and (self._leaders is None or not self._leaders.learned):
             url = self._urls[0]
-            response = self._transport(url).request(
-                method, path, params=params, body=body, headers=headers, timeout=timeout
-            )
-            if response.status not in (307, 503):  # (no import: see above)
-                return response
+            try:
+                response = self._transport(url).request(
+                    method, path, params=params, body=body, headers=headers, timeout=timeout
+                )
+            except TransportError as err:
+                if err.sent and not replayable(method, params, headers):
+                    raise
+                self._remember()
+                if not self._choice.learned:  # (no other server known: as it is)
+                    raise
+                rnd = self._choice.round()
+                rnd.skip(url)
+                rnd.failed(url, str(err) or err.__class__.__name__)
+                return self._search(
+                    rnd, method, path, params=params, body=body, headers=headers, timeout=timeout
+                )
+            named = response.headers.get("x-hal-servers")
+            if response.status not in (307, 503) and (not named or named == url):
+                return response  # (no import: see above)
+            cache = self._remember()
             rnd = self._choice.round()
-            rnd.next_url()
+            rnd.skip(url)
             if rnd.answered(url, response.status, response.headers):
+                cache.save()
                 return response
         else:
             rnd = self._choice.round()

@@ -1,7 +1,10 @@
 """``Leadership``: a server's part in its database's leadership — whether it leads, stands
 by or is starting, the leader it knows of, and the standby's wait for the lock
 (``stand_by``). The mechanism under it (lock, epoch, lease, fencing) is
-``hal.state.leader``; docs/admin/failover.md says what an administrator sees.
+``hal.state.leader``; docs/admin/failover.md says what an administrator sees. Each
+server's heartbeat (``Leadership.beat``, ``hal.state.peers``) tells it the others'
+addresses, which ``GET /v1/ha`` lists and every answer carries (``X-HAL-Servers``), so a
+client given one address learns them all.
 
 Only PostgreSQL has standbys: on SQLite (one host, one file) a second server is refused
 as before, and so is one started with ``--no-standby``.
@@ -20,9 +23,10 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Literal
 
-from sqlalchemy import event
+from sqlalchemy import Connection, event
 from sqlalchemy.exc import DBAPIError
 
+from hal.state import peers as server_peers
 from hal.state.leader import (
     LEASE_S,
     LeaderRecord,
@@ -33,6 +37,7 @@ from hal.state.leader import (
     read_leader,
     record_takeover,
 )
+from hal.state.peers import HEARTBEAT_S, Peer
 from hal.state.server_lock import REWAIT_GRACE_S, LockWaiter, ServerLock
 from hal.state.store import SqlStateStore
 
@@ -60,6 +65,14 @@ class Leadership:
         self._lock: ServerLock | None = None
         self._keeper: LeaseKeeper | None = None
         self.lead_timings: dict[str, float] = {}  # seconds of each step of ``_lead``
+        # the other live servers of this database, as this server's last heartbeat read
+        # them (``hal.state.peers``; PostgreSQL only), and the ``X-HAL-Servers`` header
+        # every answer carries: this server and those, the leader first ("": none known)
+        self.peers: tuple[Peer, ...] = ()
+        self.servers_header = ""
+        self._beaten = -HEARTBEAT_S  # (time.monotonic() of the last heartbeat)
+        self._beaten_as: str = ""  # the role the lease thread last saw
+        self._written = False  # this server's row is in ``server_peers``
 
     @property
     def leading(self) -> bool:
@@ -97,7 +110,62 @@ class Leadership:
                 else None
             ),
             "server": self.server,
+            "peers": [peer.as_json() for peer in self.servers()],
         }
+
+    def servers(self) -> list[Peer]:
+        """Every live server of this database as this one knows them: itself (its role
+        now) and the others its last heartbeat read, the leader first."""
+        own = Peer(self.server, self.url, self.role, 0.0)
+        found = [own, *(p for p in self.peers if p.server != own.server)]
+        return sorted(found, key=lambda peer: peer.role != "leader")
+
+    def beat(self, conn: Connection) -> None:
+        """This server's heartbeat (``hal.state.peers.beat``): its row written, the other
+        servers read, the header made. Every ``HEARTBEAT_S``: the leader's lease thread
+        on the lock's connection (autocommit, ``_beat_leading``), a standby's wait loop
+        through ``beat_standby``."""
+        if not self.url:  # (an app served without an address: nobody to tell)
+            return
+        self._beaten = time.monotonic()
+        found = server_peers.beat(conn, self.server, self.url, self.role)
+        self._written = True
+        self.take_peers(found)
+
+    def take_peers(self, peers: tuple[Peer, ...]) -> None:
+        """The other live servers, as a heartbeat read them: kept for ``/v1/ha``, and
+        the ``X-HAL-Servers`` header made (this server's URL and theirs, the leader
+        first) once here rather than at every answer."""
+        self.peers = peers
+        self.servers_header = ",".join(peer.url for peer in self.servers())
+
+    def beat_standby(self) -> None:
+        """A standby's heartbeat, on a connection of the store's (``beat``)."""
+        try:
+            with self.store.engine.connect() as conn:
+                self.beat(conn)
+                conn.commit()
+        except Exception as err:  # (no server_peers yet: a leader of an older HAL)
+            log.debug("no heartbeat written: %s", err)
+
+    def _forget_self(self) -> None:
+        """A clean exit: this server's row deleted, on the lock's connection while it
+        leads, else on the store's (a standby's). Best effort: a row left behind stops
+        being live within ``hal.state.peers.LIVE_S``."""
+        if not self._written:
+            return
+        self._written = False
+        self.peers, self.servers_header = (), ""
+        conn = self._lock.connection if self._lock is not None else None
+        try:
+            if conn is not None:
+                server_peers.remove(conn, self.server)
+                return
+            with self.store.engine.connect() as own:
+                server_peers.remove(own, self.server)
+                own.commit()
+        except Exception as err:  # (the database out of reach at exit)
+            log.debug("this server's row not removed: %s", err)
 
     def claim(self) -> bool:
         """Take the lead if this server can: True when it leads (now or already). False
@@ -133,12 +201,14 @@ class Leadership:
         return True
 
     def release(self) -> None:
-        """Stop leading: the lease's renewals, then the lock (after the last write)."""
+        """Stop leading, or standing by: the lease's renewals, this server's row among
+        the peers, then the lock (after the last write)."""
         if self._keeper is not None:
             self._keeper.stop()
             with contextlib.suppress(Exception):  # (removed already by a failed start)
                 event.remove(self.store.engine, "connect", self._keeper.check_connect)
             self._keeper = None
+        self._forget_self()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -165,6 +235,14 @@ class Leadership:
             log.debug("the leader not read: %s", err)
             self.leader = None
 
+    def _beat_leading(self, conn: Connection) -> None:
+        """The leader's heartbeat, from its lease thread: at once after the takeover (the
+        row then says ``leader``), then every ``HEARTBEAT_S``."""
+        due = time.monotonic() - self._beaten >= HEARTBEAT_S
+        if due or (self.role == "leader" and self._beaten_as != "leader"):
+            self._beaten_as = self.role
+            self.beat(conn)
+
     def _lead(self, lock: ServerLock) -> None:
         """The lock is this server's: on PostgreSQL, migrate, record the takeover (the
         epoch goes up), end every other server's sessions, then renew the lease and
@@ -181,7 +259,7 @@ class Leadership:
             epoch = record_takeover(conn, self.url, socket.gethostname(), os.getpid())
             ended = fence_others(conn, self.name)
             self.leader = read_leader(conn)
-            keeper = LeaseKeeper(self.store, lock, epoch)
+            keeper = LeaseKeeper(self.store, lock, epoch, renewed=self._beat_leading)
             t2 = time.monotonic()
             self.lead_timings = {"lead_migrate": round(t1 - t0, 3), "fence": round(t2 - t1, 3)}
         except BaseException:
@@ -208,7 +286,8 @@ async def stand_by(
     server's (or ``stop``), then ``start`` the control plane on it. Meanwhile, every
     ``RETRY_S``, look at the leader (and end a stale leader's session: then the lock is
     granted; a wait whose session ended asks again after ``REWAIT_GRACE_S``, so that the
-    leader keeps its lock across a database restart), and every ``PRELOAD_S``
+    leader keeps its lock across a database restart), every ``HEARTBEAT_S`` write this
+    server's row among the peers (``Leadership.beat``), and every ``PRELOAD_S``
     ``preload`` (on a thread): read ahead what the start
     will read, so the takeover decodes only what changed since
     (``hal.state.codec.JobRowMemo``). How long the takeover took, from the lock to a
@@ -217,8 +296,9 @@ async def stand_by(
     waiter = LockWaiter(leadership.store)
     waiting: asyncio.Future[ServerLock | None] | None = None
     stopping = asyncio.ensure_future(stop.wait())
-    preloaded = looked = -PRELOAD_S
+    preloaded = looked = beaten = -PRELOAD_S
     failed: float | None = None  # when the last wait ended without the lock
+    beating: asyncio.Future[None] | None = None  # the heartbeat under way (held)
     try:
         while not stop.is_set():
             if waiting is None and (failed is None or time.monotonic() - failed >= RETRY_S):
@@ -239,6 +319,11 @@ async def stand_by(
             if time.monotonic() - looked >= RETRY_S:
                 looked = time.monotonic()
                 await asyncio.to_thread(leadership.look)
+            if time.monotonic() - beaten >= HEARTBEAT_S and (beating is None or beating.done()):
+                # this server's row among the peers: not waited for (a lock granted now
+                # is taken up at once, as without it)
+                beaten = time.monotonic()
+                beating = asyncio.ensure_future(asyncio.to_thread(leadership.beat_standby))
             if preload is not None and time.monotonic() - preloaded >= PRELOAD_S:
                 preloaded = time.monotonic()
                 try:

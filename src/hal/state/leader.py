@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,12 +162,20 @@ class LeaseKeeper:
     """A leader's lock, epoch and lease on PostgreSQL, from the takeover on: renews the
     lease (a thread), takes the lock again when its session ended and nobody else
     took it, and checks each new connection of the server's engine. ``fenced`` says why
-    this server must stop leading ("" while it leads)."""
+    this server must stop leading ("" while it leads). ``renewed``: called on the lock's
+    connection after each renewal (the server's heartbeat, ``hal.state.peers``)."""
 
-    def __init__(self, store: SqlStateStore, lock: ServerLock, epoch: int) -> None:
+    def __init__(
+        self,
+        store: SqlStateStore,
+        lock: ServerLock,
+        epoch: int,
+        renewed: Callable[[Connection], None] | None = None,
+    ) -> None:
         self._store = store
         self._lock = lock
         self.epoch = epoch
+        self.renewed = renewed
         self.fenced = ""
         self._lock_pid: int | None = lock.backend_pid()
         self._done = threading.Event()
@@ -218,8 +227,15 @@ class LeaseKeeper:
                     f"another HAL server took the lead (epoch {self.epoch} is over); this "
                     "server stops leading, as its view of the cluster may be stale"
                 )
+                return
         except DBAPIError as err:
             log.debug("lease not renewed: %s", err)
+            return
+        if self.renewed is not None:
+            try:
+                self.renewed(conn)
+            except DBAPIError as err:  # (the lease is what matters: the next tick again)
+                log.debug("no heartbeat written: %s", err)
 
     def check_connect(self, dbapi_conn: Any, _record: Any) -> None:
         """The engine's "connect" hook: a connection is given to the server only while

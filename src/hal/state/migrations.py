@@ -316,6 +316,12 @@ def _v35_server_leader(conn: Connection) -> None:
     schema.server_leader.create(conn, checkfirst=True)
 
 
+def _v36_server_peers(conn: Connection) -> None:
+    # server_peers: every server on the database and its address, refreshed by heartbeats,
+    # so clients given one address learn the others (hal.state.peers)
+    schema.server_peers.create(conn, checkfirst=True)
+
+
 def _v28_step_input_readers(conn: Connection) -> None:
     # running_steps.relay: the ranks that read srun's relayed stdin, so a restarted server
     # takes the relay up and srun sends again what it lost; steps kept before: none known
@@ -392,6 +398,7 @@ STEPS: tuple[Step, ...] = (
     _v33_run_costs,
     _v34_artifact_aliases,
     _v35_server_leader,
+    _v36_server_peers,
 )
 
 

@@ -392,3 +392,15 @@ server_leader = Table(
     Column("since", Float, nullable=False),  # the database's clock, Unix seconds
     Column("renewed", Float, nullable=False),  # the lease: the database's clock, renewed 1/s
 )
+
+server_peers = Table(
+    # every PostgreSQL server on this database, leader and standbys (hal.state.peers): each
+    # writes its own row at start, refreshes it every few seconds, removes it at a clean exit
+    "server_peers",
+    metadata,
+    Column("id", String(300), primary_key=True),  # HOST:PID, as GET /v1/ha names it
+    Column("url", String(1024), nullable=False),  # where clients reach it (--advertise-url)
+    Column("role", String(16), nullable=False),  # leader, standby or starting
+    Column("started", Float, nullable=False),  # the database's clock, Unix seconds
+    Column("heartbeat", Float, nullable=False),  # the database's clock, refreshed every 3 s
+)

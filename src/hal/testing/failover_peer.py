@@ -25,6 +25,7 @@ class FailoverPeer:
     def __init__(self) -> None:
         self.role = "leader"
         self.leader_url = ""
+        self.servers = ""  # the X-HAL-Servers every answer carries ("": none, as SQLite)
         self.posts: list[tuple[str, bytes, str | None]] = []  # path, body, key (all seen)
         self.accepted: dict[str, int] = {}  # Idempotency-Key -> job id
         self.stream_afters: list[str] = []
@@ -45,6 +46,8 @@ class FailoverPeer:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("X-HAL-Role", "leader" if status < 300 else "standby")
+                if outer.servers:
+                    self.send_header("X-HAL-Servers", outer.servers)
                 for key, value in extra.items():
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(data)))
