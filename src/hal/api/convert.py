@@ -533,108 +533,149 @@ def live_settled(job: Job) -> bool:
     )
 
 
-def job_fields(job: Job) -> dict[str, Any]:
-    """``JobInfo``'s fields that only ``job`` decides (all but ``LIVE_FIELDS``)."""
+def _sizes(job: Job) -> dict[str, Any]:
+    """What the job holds (its allocation), or asks for while it has none."""
     spec = job.spec
     if job.allocation is not None:
         total = job.allocation.total()
-        node_count = len(job.allocation.nodes)
-        cpus, mem, gpus = total.cpus, total.memory_bytes, total.gpus
-        nodes = list(job.allocation.nodes)
-    else:
-        node_count = spec.nodes_min
-        per = spec.request_per_node(node_count)
-        cpus, mem, gpus = (
-            per.cpus * node_count,
-            per.memory_bytes * node_count,
-            per.gpus * node_count,
-        )
-        nodes = []
+        return {
+            "nodes": list(job.allocation.nodes),
+            "node_count": len(job.allocation.nodes),
+            "cpus": total.cpus,
+            "memory_bytes": total.memory_bytes,
+            "gpus": total.gpus,
+        }
+    count = spec.nodes_min
+    per = spec.request_per_node(count)
+    return {
+        "nodes": [],
+        "node_count": count,
+        "cpus": per.cpus * count,
+        "memory_bytes": per.memory_bytes * count,
+        "gpus": per.gpus * count,
+    }
+
+
+def _paths(job: Job) -> dict[str, Any]:
     stdout, stderr = _output_paths(job)
-    return dict(
-        id=job.id,
-        display_id=job.display_id,
-        het_job_id=spec.het.job_id if spec.het else None,
-        het_job_offset=spec.het.offset if spec.het else None,
-        het_job_id_set=(
-            f"{spec.het.job_id}-{spec.het.job_id + spec.het.size - 1}" if spec.het else None
-        ),
-        array_job_id=job.array_job_id,
-        array_task_id=job.array_task_id,
-        array_max_running=job.array_max_running,
-        name=spec.name,
-        user=spec.user,
-        account=spec.account,
-        qos=spec.qos,
-        partition=shown_partition(job),
-        state=job.state.value,
-        state_code=job.state.code,
-        reason=job.reason.value,
-        priority=job.shown_priority,
-        nice=spec.nice,
-        submit_time=job.submit_time,
-        deadline=job.spec.deadline,
-        burst_after=job.spec.burst_after,
-        start_time=job.start_time,
-        end_time=job.end_time,
-        time_limit_seconds=job.time_limit_s,
-        nodes=nodes,
-        node_count=node_count,
-        cpus=cpus,
-        memory_bytes=mem,
-        memory_whole_node=spec.memory_per_node_bytes == 0,
-        gpus=gpus,
-        ntasks=spec.ntasks,
-        cpus_per_task=spec.cpus_per_task,
-        min_cpus_per_node=spec.min_cpus_per_node,
-        exit_code=job.exit_code,
-        exit_signal=job.exit_signal,
-        workdir=spec.workdir,
-        script_path=spec.script_path,
-        script_args=list(spec.script_args),
-        stdout=stdout,
-        stderr=stderr,
-        dependency=str(spec.dependency) if spec.dependency else None,
-        requeue=spec.requeue,
-        restarts=job.restarts,
-        requeued_after=job.extra.get(preempt.REQUEUED_AFTER),
-        preempt_time=float(job.extra[preempt.PREEMPT_TIME])
-        if preempt.PREEMPT_TIME in job.extra
-        else None,
-        interrupted_at=interruptions.interrupted_at(job.extra),
-        lost_work_seconds=interruptions.lost_work(job, job.state.value, job.end_time or 0.0),
-        comment=spec.comment,
-        wckey=spec.wckey,
-        cancelled_by=job.cancelled_by,
-        constraint=list(spec.constraint),
-        req_nodes=list(spec.nodelist),
-        exc_nodes=list(spec.exclude),
-        exclusive=spec.exclusive,
-        exclusive_user=spec.exclusive_user,
-        held=job.held,
-        submit_host=spec.submit_host,
-        switches=spec.switches,
-        switch_wait_seconds=spec.switch_wait_s,
-        topology=str(spec.topology) if spec.topology else None,
-        placement=job.extra.get(PLACEMENT_NOTE),
-        data=list(spec.data),
-        artifacts=[f"{a}" for a in spec.artifacts],
-        artifact_digests=[f"{a}={a.sha256}" for a in pins_of(spec)],
-        artifact_aliases=[f"{a.name}@{a.alias}={a.version}" for a in pins_of(spec) if a.alias],
-        python_env=spec.python_env.shown if spec.python_env else None,
-        container=str(spec.container) if spec.container else None,
-        near=[str(r) for r in spec.near],
-        apart=[str(r) for r in spec.apart],
-        feedback_goal=format_goals(spec.feedback_goals),
-        feedback_metrics=spec.feedback_metrics,
-        reservation=spec.reservation,
-        licenses=format_licenses(spec.licenses),
-        time_min_seconds=spec.time_min_s,
-        mail_type=mail_type_names(spec.mail_type),
-        mail_user=spec.mail_user,
-        cron=spec.cron.schedule if spec.cron is not None else None,
-        interactive=spec.interactive,
-    )
+    return {"stdout": stdout, "stderr": stderr}
+
+
+def _preempt_time(job: Job) -> float | None:
+    at = job.extra.get(preempt.PREEMPT_TIME)
+    return float(at) if at is not None else None
+
+
+# ``JobInfo``'s fields that only the job decides, each worked out alone (``job_fields``)
+_OWN: dict[str, Callable[[Job], Any]] = {
+    "id": lambda j: j.id,
+    "display_id": lambda j: j.display_id,
+    "het_job_id": lambda j: j.spec.het.job_id if j.spec.het else None,
+    "het_job_offset": lambda j: j.spec.het.offset if j.spec.het else None,
+    "het_job_id_set": lambda j: (
+        f"{j.spec.het.job_id}-{j.spec.het.job_id + j.spec.het.size - 1}" if j.spec.het else None
+    ),
+    "array_job_id": lambda j: j.array_job_id,
+    "array_task_id": lambda j: j.array_task_id,
+    "array_max_running": lambda j: j.array_max_running,
+    "name": lambda j: j.spec.name,
+    "user": lambda j: j.spec.user,
+    "account": lambda j: j.spec.account,
+    "qos": lambda j: j.spec.qos,
+    "partition": shown_partition,
+    "state": lambda j: j.state.value,
+    "state_code": lambda j: j.state.code,
+    "reason": lambda j: j.reason.value,
+    "priority": lambda j: j.shown_priority,
+    "nice": lambda j: j.spec.nice,
+    "submit_time": lambda j: j.submit_time,
+    "deadline": lambda j: j.spec.deadline,
+    "burst_after": lambda j: j.spec.burst_after,
+    "start_time": lambda j: j.start_time,
+    "end_time": lambda j: j.end_time,
+    "time_limit_seconds": lambda j: j.time_limit_s,
+    "memory_whole_node": lambda j: j.spec.memory_per_node_bytes == 0,
+    "ntasks": lambda j: j.spec.ntasks,
+    "cpus_per_task": lambda j: j.spec.cpus_per_task,
+    "min_cpus_per_node": lambda j: j.spec.min_cpus_per_node,
+    "exit_code": lambda j: j.exit_code,
+    "exit_signal": lambda j: j.exit_signal,
+    "workdir": lambda j: j.spec.workdir,
+    "script_path": lambda j: j.spec.script_path,
+    "script_args": lambda j: list(j.spec.script_args),
+    "dependency": lambda j: str(j.spec.dependency) if j.spec.dependency else None,
+    "requeue": lambda j: j.spec.requeue,
+    "restarts": lambda j: j.restarts,
+    "requeued_after": lambda j: j.extra.get(preempt.REQUEUED_AFTER),
+    "preempt_time": _preempt_time,
+    "interrupted_at": lambda j: interruptions.interrupted_at(j.extra),
+    "lost_work_seconds": lambda j: interruptions.lost_work(j, j.state.value, j.end_time or 0.0),
+    "comment": lambda j: j.spec.comment,
+    "wckey": lambda j: j.spec.wckey,
+    "cancelled_by": lambda j: j.cancelled_by,
+    "constraint": lambda j: list(j.spec.constraint),
+    "req_nodes": lambda j: list(j.spec.nodelist),
+    "exc_nodes": lambda j: list(j.spec.exclude),
+    "exclusive": lambda j: j.spec.exclusive,
+    "exclusive_user": lambda j: j.spec.exclusive_user,
+    "held": lambda j: j.held,
+    "submit_host": lambda j: j.spec.submit_host,
+    "switches": lambda j: j.spec.switches,
+    "switch_wait_seconds": lambda j: j.spec.switch_wait_s,
+    "topology": lambda j: str(j.spec.topology) if j.spec.topology else None,
+    "placement": lambda j: j.extra.get(PLACEMENT_NOTE),
+    "data": lambda j: list(j.spec.data),
+    "artifacts": lambda j: [f"{a}" for a in j.spec.artifacts],
+    "artifact_digests": lambda j: [f"{a}={a.sha256}" for a in pins_of(j.spec)],
+    "artifact_aliases": lambda j: [
+        f"{a.name}@{a.alias}={a.version}" for a in pins_of(j.spec) if a.alias
+    ],
+    "python_env": lambda j: j.spec.python_env.shown if j.spec.python_env else None,
+    "container": lambda j: str(j.spec.container) if j.spec.container else None,
+    "near": lambda j: [str(r) for r in j.spec.near],
+    "apart": lambda j: [str(r) for r in j.spec.apart],
+    "feedback_goal": lambda j: format_goals(j.spec.feedback_goals),
+    "feedback_metrics": lambda j: j.spec.feedback_metrics,
+    "reservation": lambda j: j.spec.reservation,
+    "licenses": lambda j: format_licenses(j.spec.licenses),
+    "time_min_seconds": lambda j: j.spec.time_min_s,
+    "mail_type": lambda j: mail_type_names(j.spec.mail_type),
+    "mail_user": lambda j: j.spec.mail_user,
+    "cron": lambda j: j.spec.cron.schedule if j.spec.cron is not None else None,
+    "interactive": lambda j: j.spec.interactive,
+}
+# ... and those worked out together, each set by one call
+_OWN_GROUPS: tuple[tuple[frozenset[str], Callable[[Job], dict[str, Any]]], ...] = (
+    (frozenset({"nodes", "node_count", "cpus", "memory_bytes", "gpus"}), _sizes),
+    (frozenset({"stdout", "stderr"}), _paths),
+)
+# ``profile_fields``' two that are the job's own, not ``LIVE_FIELDS``
+PROFILE_OWN = frozenset({"malleable", "feedback_action"})
+
+
+def job_fields(job: Job) -> dict[str, Any]:
+    """``JobInfo``'s fields that only ``job`` decides (all but ``LIVE_FIELDS`` and
+    ``PROFILE_OWN``)."""
+    out = {name: get(job) for name, get in _OWN.items()}
+    for _, group in _OWN_GROUPS:
+        out.update(group(job))
+    return out
+
+
+def job_fields_of(only: frozenset[str]) -> Callable[[Job], dict[str, Any]]:
+    """``job_fields`` of just those named in ``only`` (a few more where one call works
+    out several), the others not worked out: what a list that asks for some fields
+    calls a job (``hal.api.job_list``)."""
+    getters = [(name, _OWN[name]) for name in sorted(only) if name in _OWN]
+    groups = [group for names, group in _OWN_GROUPS if not only.isdisjoint(names)]
+
+    def fields(job: Job) -> dict[str, Any]:
+        out = {name: get(job) for name, get in getters}
+        for group in groups:
+            out.update(group(job))
+        return out
+
+    return fields
 
 
 def job_cost(job: Job, now: float) -> float | None:

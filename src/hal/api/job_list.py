@@ -21,23 +21,37 @@ form's is never read back; the ``MAX_FIELD_SETS`` asked for last are kept.
 default in ``JobInfo`` (``JOB_DEFAULTS``, the OpenAPI schema's ``default``): a pending
 job's start, end, node list and array fields. A job's own fields are compared, a nested
 object's (``steps``, ``gpu_usage``) are whole. Its JSON is kept apart from the full one's.
+
+History (``GET /v1/jobs?history=true``, ``sacct``) reads its jobs from the store afresh,
+so no job's JSON is kept for it; with ``fields=`` (or ``omit_defaults``) its body
+(``history_body``) is built the same way, each field asked for worked out alone, its
+steps and runs whole: ``sacct``'s default format asks for 27 fields, and no job's whole
+``JobInfo`` is built.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, create_model
 
-from hal.api.convert import LIVE_FIELDS, job_fields, live_fields, live_settled
+from hal.api.convert import (
+    LIVE_FIELDS,
+    PROFILE_OWN,
+    job_fields,
+    job_fields_of,
+    live_fields,
+    live_settled,
+    profile_fields,
+)
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job
 from hal.state.cluster import Cluster
-from hal.wire.jobs import JobInfo
+from hal.wire.jobs import JobInfo, JobRun, StepRecord
 
 # a few milliseconds of serialising between two turns of the event loop
 YIELD_EVERY = 50
@@ -72,6 +86,8 @@ class _Shape:
     own_model: TypeAdapter[Any]
     live_model: TypeAdapter[Any]
     defaults: dict[str, Any]  # what is left out at its default: none without omit_defaults
+    own_fields: Callable[[Job], dict[str, Any]]  # ``job_fields`` of ``own`` (and a few more)
+    profile_own: bool  # some of ``own`` are ``profile_fields``'
     entries: dict[int, _Entry] = field(default_factory=dict)
 
     @classmethod
@@ -85,14 +101,30 @@ class _Shape:
             _model("JobInfoOwn", own),
             _model("JobInfoLive", live),
             {n: d for n, d in JOB_DEFAULTS.items() if n in fields} if omit_defaults else {},
+            job_fields_of(own),
+            not own.isdisjoint(PROFILE_OWN),
         )
 
-    def dump(self, model: TypeAdapter[Any], values: dict[str, Any]) -> bytes:
-        """``values`` validated and serialised by ``model``, less its braces and the
-        fields at their default where this set leaves them out."""
+    def json(self, model: TypeAdapter[Any], values: dict[str, Any]) -> bytes:
+        """``values`` validated and serialised by ``model`` (the fields it has; ``values``
+        may hold others), less the fields at their default where this set leaves them
+        out."""
         valid = model.validate_python(values)
-        names = type(valid).model_fields  # (``values`` may hold others the model drops)
-        return _inner(model.dump_json(valid, exclude=self.at_default(valid, names)))
+        if not self.defaults:
+            return model.dump_json(valid)
+        names = type(valid).model_fields
+        return model.dump_json(valid, exclude=self.at_default(valid, names))
+
+    def dump(self, model: TypeAdapter[Any], values: dict[str, Any]) -> bytes:
+        """``json`` less its braces."""
+        return _inner(self.json(model, values))
+
+    def values(self, job: Job, cluster: Cluster) -> dict[str, Any]:
+        """``job``'s own fields of this set (and maybe a few more)."""
+        values = self.own_fields(job)
+        if self.profile_own:
+            values.update(profile_fields(job, cluster))
+        return values
 
     def at_default(self, valid: object, names: Iterable[str]) -> set[str] | None:
         """Those of ``names`` whose value in ``valid`` is their default, where this set
@@ -211,34 +243,70 @@ class JobListCache:
             head = _inner(_INFO.dump_json(info, include=set(shape.own) - omitted))
             tail = _inner(_INFO.dump_json(info, include=set(shape.live) - omitted))
             return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
-        live = live_fields(job, cluster, now, shape.live)
-        head = b""
-        if shape.own:
-            values = job_fields(job)
-            if not shape.own <= values.keys():  # (two of profile_fields' are the job's)
-                values.update(live_fields(job, cluster, now))
-            own = {name: values[name] for name in shape.own if name in values}
-            head = shape.dump(shape.own_model, own)
-        tail = shape.dump(shape.live_model, live)
+        head, live, tail = _parts(shape, job, cluster, now)
         return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
 
 
 _INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
 
 
-def infos_without_defaults(infos: Sequence[JobInfo], fields: frozenset[str] | None) -> bytes:
-    """``{"jobs": [...]}`` of ``infos`` (history's, built afresh), each with ``fields``
-    (None: every field) less those at their default (``omit_defaults``)."""
-    names = set(JOB_FIELDS if fields is None else fields)
-    parts = [
-        _INFO.dump_json(
-            info,
-            include={
-                n for n in names if n not in JOB_DEFAULTS or getattr(info, n) != JOB_DEFAULTS[n]
-            },
-        )
-        for info in infos
-    ]
+def _parts(
+    shape: _Shape, job: Job, cluster: Cluster, now: float
+) -> tuple[bytes, dict[str, Any], bytes]:
+    """The JSON of ``job``'s own fields of ``shape``, its live fields and their JSON:
+    each field worked out alone, no whole ``JobInfo`` built."""
+    live = live_fields(job, cluster, now, shape.live)
+    head = shape.dump(shape.own_model, shape.values(job, cluster)) if shape.own else b""
+    return head, live, shape.dump(shape.live_model, live)
+
+
+# history's field sets (``history_body``), the ``MAX_FIELD_SETS`` asked for last, each
+# with a model of all its fields, JobInfo's order; the jobs are read from the store
+# afresh, so no job's JSON is kept
+_HISTORY_SHAPES: dict[tuple[frozenset[str], bool], tuple[_Shape, TypeAdapter[Any]]] = {}
+
+
+def _history_shape(fields: frozenset[str], omit_defaults: bool) -> tuple[_Shape, TypeAdapter[Any]]:
+    key = (fields, omit_defaults)
+    found = _HISTORY_SHAPES.pop(key, None)
+    if found is None:
+        found = (_Shape.of(fields, omit_defaults), _model("JobInfoFields", fields))
+        while len(_HISTORY_SHAPES) >= MAX_FIELD_SETS:
+            del _HISTORY_SHAPES[next(iter(_HISTORY_SHAPES))]
+    _HISTORY_SHAPES[key] = found
+    return found
+
+
+async def history_body(
+    jobs: Sequence[Job],
+    cluster: Cluster,
+    fields: frozenset[str] | None,
+    omit_defaults: bool,
+    steps: Mapping[int, list[StepRecord]],
+    runs: Mapping[int, list[JobRun]],
+) -> bytes:
+    """``{"jobs": [...]}`` of history's ``jobs`` (``sacct``), in their order, each with
+    ``fields`` (None: every field), less those at their default with ``omit_defaults``:
+    the same JSON as a ``JobList`` of their ``job_info`` with ``steps`` and ``runs``
+    (by job id; a job not there has none) restricted to those fields, each field worked
+    out alone as the queue's list does. Every ``YIELD_EVERY`` jobs it lets the event
+    loop run."""
+    asked = frozenset(JOB_FIELDS) if fields is None else fields
+    shape, model = _history_shape(asked, omit_defaults)
+    now = cluster.clock.now()
+    with_steps, with_runs = "steps" in asked, "runs" in asked
+    parts: list[bytes] = []
+    for n, job in enumerate(jobs, start=1):
+        values = shape.values(job, cluster)
+        if shape.live:
+            values.update(live_fields(job, cluster, now, shape.live))
+        if with_steps:
+            values["steps"] = steps.get(job.id, [])
+        if with_runs:
+            values["runs"] = runs.get(job.id, [])
+        parts.append(shape.json(model, values))
+        if n % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
     return b'{"jobs":[' + b",".join(parts) + b"]}"
 
 

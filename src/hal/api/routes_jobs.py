@@ -11,12 +11,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from hal.api.convert import job_info, nul_field
 from hal.api.deps import caller_dep, services_dep
 from hal.api.fastpath import body_schema, is_json, json_response, not_json, read_body
-from hal.api.job_list import JOB_DEFAULTS, field_set, infos_without_defaults, job_list_body
+from hal.api.job_list import JOB_DEFAULTS, field_set, history_body, job_list_body
 from hal.api.submit import spec_of, submission
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job
@@ -252,20 +252,16 @@ async def list_jobs(
     if not history:  # the queue, from each job's JSON kept between requests
         body = await job_list_body(jobs, ctx.cluster, wanted, omit_defaults)
         return Response(body, media_type="application/json")
+    steps = await _steps(ctx, jobs) if wanted is None or "steps" in wanted else {}
+    runs = await _runs(ctx, jobs) if wanted is None or "runs" in wanted else {}
+    if wanted is not None or omit_defaults:  # (sacct: each field worked out alone)
+        body = await history_body(jobs, ctx.cluster, wanted, omit_defaults, steps, runs)
+        return Response(body, media_type="application/json")
     infos = [job_info(j, ctx.cluster) for j in jobs]
-    if infos and (wanted is None or "steps" in wanted):
-        await _add_steps(ctx, infos)
-    if infos and (wanted is None or "runs" in wanted):
-        await _add_runs(ctx, infos)
-    if omit_defaults:
-        return Response(infos_without_defaults(infos, wanted), media_type="application/json")
-    if wanted is None:
-        return json_response(JobList(jobs=infos))
-    body = _LIST.dump_json(JobList(jobs=infos), include={"jobs": {"__all__": set(wanted)}})
-    return Response(body, media_type="application/json")
-
-
-_LIST: TypeAdapter[JobList] = TypeAdapter(JobList)
+    for info in infos:
+        info.steps = steps.get(info.id, [])
+        info.runs = runs.get(info.id, [])
+    return json_response(JobList(jobs=infos))
 
 
 def document(openapi: dict[str, Any]) -> None:
@@ -302,15 +298,16 @@ def document(openapi: dict[str, Any]) -> None:
     }
 
 
-async def _add_runs(ctx: Services, infos: list[JobInfo]) -> None:
-    """The earlier runs of the requeued jobs among ``infos`` (sacct -D)."""
-    requeued = [i.id for i in infos if i.restarts]
+async def _runs(ctx: Services, jobs: list[Job]) -> dict[int, list[JobRun]]:
+    """The earlier runs of the requeued jobs among ``jobs`` (sacct -D), oldest first, by
+    job id."""
+    requeued = [j.id for j in jobs if j.restarts]
     if not requeued:
-        return
-    by_id = {i.id: i for i in infos}
+        return {}
+    found: dict[int, list[JobRun]] = {}
     for row in await ctx.cluster.db(ctx.cluster.store.runs_of, requeued):
         allocation = allocation_from_json(row.allocation)
-        by_id[row.job_id].runs.append(
+        found.setdefault(row.job_id, []).append(
             JobRun(
                 attempt=row.attempt,
                 state=row.state,
@@ -329,6 +326,7 @@ async def _add_runs(ctx: Services, infos: list[JobInfo]) -> None:
                 lost_work_seconds=row.lost_work,
             )
         )
+    return found
 
 
 def _step_gpu(row: StepRow) -> StepGpuUsage | None:
@@ -343,9 +341,12 @@ def _step_gpu(row: StepRow) -> StepGpuUsage | None:
     )
 
 
-async def _add_steps(ctx: Services, infos: list[JobInfo]) -> None:
-    """The jobs' steps for sacct: those ended (accounting) and those running (memory)."""
-    rows = await ctx.cluster.db(ctx.cluster.store.steps_of, [i.id for i in infos])
+async def _steps(ctx: Services, jobs: list[Job]) -> dict[int, list[StepRecord]]:
+    """The jobs' steps for sacct, by job id, in order of run and step: those ended
+    (accounting) and those running (memory)."""
+    if not jobs:
+        return {}
+    rows = await ctx.cluster.db(ctx.cluster.store.steps_of, [j.id for j in jobs])
     found: dict[int, dict[tuple[int, int], StepRecord]] = {}  # job → (run, step) → it
     for row in rows:
         found.setdefault(row.job_id, {})[(row.attempt, row.step_id)] = StepRecord(
@@ -372,7 +373,7 @@ async def _add_steps(ctx: Services, infos: list[JobInfo]) -> None:
             cancelled_by=row.cancelled_by,
             with_job=row.with_job,
         )
-    wanted = {i.id for i in infos}
+    wanted = {j.id for j in jobs}
     for (job_id, attempt, step_id), step in ctx.steps.steps.items():
         if job_id in wanted and not step.done:
             found.setdefault(job_id, {})[(attempt, step_id)] = StepRecord(
@@ -387,8 +388,7 @@ async def _add_steps(ctx: Services, infos: list[JobInfo]) -> None:
                 cpus=step.cpu_count,
                 memory_bytes=step.memory_bytes,
             )
-    for info in infos:
-        info.steps = [found[info.id][n] for n in sorted(found.get(info.id, {}))]
+    return {job_id: [steps[n] for n in sorted(steps)] for job_id, steps in found.items()}
 
 
 def _one(ctx: Services, ident: str) -> Job:

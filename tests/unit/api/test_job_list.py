@@ -17,7 +17,7 @@ from hal.api.job_list import (
     MAX_FIELD_SETS,
     JobListCache,
     field_set,
-    infos_without_defaults,
+    history_body,
 )
 from hal.core.clock import VirtualClock
 from hal.core.errors import InvalidRequest
@@ -192,8 +192,7 @@ def test_omit_defaults_leaves_out_just_the_fields_at_their_default() -> None:
             assert filled(compact, fields) == only(fresh(cluster), fields), (step, fields)
             assert kept(cache, cluster, fields) == only(fresh(cluster), fields)
             jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
-            infos = [job_info(j, cluster) for j in jobs]
-            history = json.loads(infos_without_defaults(infos, fields))
+            history = json.loads(asyncio.run(history_body(jobs, cluster, fields, True, {}, {})))
             assert filled(history, fields) == only(fresh(cluster), fields)
         first = kept(cache, cluster, FIELD_SETS[0], omit_defaults=True)["jobs"][0]
         assert ("start_time" in first) is (step == 1)  # pending, then started

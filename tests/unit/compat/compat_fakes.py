@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hal.api.job_list import infos_without_defaults
+from hal.api.job_list import JOB_DEFAULTS
 from hal.client.records import job_defaults, records
 from hal.compat.commands import run
 from hal.compat.sbatch import job_of
@@ -248,7 +248,7 @@ class FakeClient:
             listed = JobList(jobs=out)
             defaults = job_defaults(fields) if fields and self.omit_defaults else None
             if fields and self.fields and defaults:
-                body = infos_without_defaults(out, frozenset(fields)).decode()
+                body = _without_defaults(out, fields)
                 return records(body, defaults).jobs  # type: ignore[no-any-return]
             if fields and self.fields:
                 body = listed.model_dump_json(include={"jobs": {"__all__": set(fields)}})
@@ -410,3 +410,17 @@ def call(
         sleep=lambda s: None,
     )
     return Result(rc, out.getvalue(), err.getvalue())
+
+
+def _without_defaults(infos: list[JobInfo], fields: list[str]) -> str:
+    """``{"jobs": [...]}`` of ``infos`` with ``fields``, less those at their default, as
+    the server answers ``omit_defaults=true``."""
+    parts = [
+        info.model_dump_json(
+            include={
+                n for n in fields if n not in JOB_DEFAULTS or getattr(info, n) != JOB_DEFAULTS[n]
+            }
+        )
+        for info in infos
+    ]
+    return '{"jobs":[' + ",".join(parts) + "]}"
