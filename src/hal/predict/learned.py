@@ -491,6 +491,13 @@ class LearnedPredictor:
         first training, which comes while the first jobs end — in a burst of them."""
         self._lightgbm()
 
+    def near_training(self) -> bool:
+        """Whether a model is near: half of ``min_train`` finished jobs seen, or a model
+        trained, being trained or loaded (the server warms up from then on)."""
+        if self._trees is not None or self._training is not None:
+            return True
+        return len(self._window) >= self.min_train // 2
+
     def _lightgbm(self) -> Any:
         """The lightgbm module, or None (once logged) when it cannot be loaded: its wheel
         needs the OpenMP runtime (``libgomp1`` on Debian/Ubuntu). The predictor then keeps

@@ -183,6 +183,7 @@ class PredictionService:
         # (worker only) runs the replay observed that ended around start-up: the listener
         # may report them too
         self._replayed_recent: set[tuple[int, float]] = set()
+        self._warmed = False  # (worker only) ``_warm_up_when_near`` has run the warm-up
         cluster.on_jobs_changed(self._on_jobs)
 
     @property
@@ -274,9 +275,6 @@ class PredictionService:
 
     # -- the worker thread ----------------------------------------------------------------
     def _work(self) -> None:
-        warm_up = getattr(self.predictor.inner, "warm_up", None)
-        if callable(warm_up):
-            warm_up()  # the heavy imports, before the server's first burst of jobs
         try:
             self._load()
         except Exception as err:  # the replay below still rebuilds a model
@@ -295,6 +293,7 @@ class PredictionService:
         if isinstance(inner, LearnedPredictor):  # the replay trained unthrottled
             inner.min_retrain_interval_s = RETRAIN_INTERVAL_S
         while True:
+            self._warm_up_when_near()
             item = self._queue.get()
             if item is None or self._stop.is_set():
                 return
@@ -310,6 +309,24 @@ class PredictionService:
             except Exception as err:
                 log.exception("the predictor failed", extra={"job_id": item.job.display_id})
                 self.last_error = f"job {item.job.display_id}: {err}"
+
+    def _warm_up_when_near(self) -> None:
+        """The predictor's heavy imports (``learned``: lightgbm and pandas, about a second
+        of CPU) here, on the worker, once its first training is near
+        (``near_training``), rather than at that training, which comes while jobs end in
+        a burst. A server whose predictor has loaded or trained a model has them; one of
+        a fresh cluster (and each test's) does not load them before its jobs need them. A
+        predictor that does not say when its training is near is warmed up at once."""
+        if self._warmed:
+            return
+        inner = self.predictor.inner
+        warm_up = getattr(inner, "warm_up", None)
+        near = getattr(inner, "near_training", None)
+        if callable(warm_up) and callable(near) and not near():
+            return
+        self._warmed = True
+        if callable(warm_up):
+            warm_up()
 
     def _load(self) -> None:
         path = self.model_path

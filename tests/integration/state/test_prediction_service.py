@@ -84,6 +84,39 @@ async def settle(service: PredictionService, observed: int) -> None:
     raise AssertionError(f"observed {service.observed}, wanted {observed}")
 
 
+class NearPredictor(SlowPredictor):
+    """Says its first model is near once it has seen ``near_after`` finished jobs."""
+
+    def __init__(self, near_after: int) -> None:
+        super().__init__()
+        self.near_after = near_after
+
+    def near_training(self) -> bool:
+        return len(self.seen) >= self.near_after
+
+
+def test_the_warm_up_waits_until_the_first_training_is_near(tmp_path: Path) -> None:
+    """lightgbm's import (``warm_up``) is a second of CPU a fresh server need not pay:
+    the service warms up, on its worker, once the predictor says its first model is
+    near, before the next job is observed."""
+    predictor = NearPredictor(near_after=2)
+
+    async def scenario(service: PredictionService) -> None:
+        listener = service._on_jobs
+        listener([job(1, JobState.COMPLETED, 100.0, 110.0)])
+        await settle(service, 1)
+        assert predictor.warmed_on == ""  # one finished job: not near
+        listener([job(2, JobState.COMPLETED, 100.0, 120.0)])
+        await settle(service, 2)
+        for _ in range(200):
+            if predictor.warmed_on:
+                break
+            await asyncio.sleep(0.01)
+        assert predictor.warmed_on == "hal-predict"
+
+    run_service(tmp_path, predictor, scenario)
+
+
 def test_each_run_that_ended_is_observed_once_with_its_final_state(tmp_path: Path) -> None:
     predictor = SlowPredictor()
 
@@ -101,7 +134,8 @@ def test_each_run_that_ended_is_observed_once_with_its_final_state(tmp_path: Pat
         listener([job(3, JobState.RUNNING, 300.0, None)])
         listener([job(3, JobState.COMPLETED, 300.0, 310.0)])
         await settle(service, 2)
-        assert predictor.warmed_on == "hal-predict"  # at start, on the worker thread
+        # at start, on the worker thread (it does not say when its training is near)
+        assert predictor.warmed_on == "hal-predict"
         assert predictor.seen == [(1, 60.0, JobState.FAILED), (3, 10.0, JobState.COMPLETED)]
         # both compared with the prediction they had when they started
         assert accuracy(tuple(service.recent)) == accuracy([(100.0, 60.0), (100.0, 10.0)])

@@ -150,7 +150,8 @@ def test_without_lightgbm_it_keeps_answering_like_avg2(monkeypatch) -> None:  # 
 
 def test_warm_up_loads_lightgbm_before_any_training() -> None:
     """A fresh process: the learned predictor imports lightgbm only when warmed up (the
-    server does so at start) or at its first training, not at construction."""
+    server does so once its first training is near) or at its first training, not at
+    construction."""
     code = (
         "import sys; from hal.predict.learned import LearnedPredictor; p = LearnedPredictor(); "
         "before = 'lightgbm' in sys.modules; p.warm_up(); "
@@ -161,6 +162,17 @@ def test_warm_up_loads_lightgbm_before_any_training() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_its_first_model_is_near_from_half_of_min_train_finished_jobs() -> None:
+    """What the server waits for before it warms up (imports lightgbm): a fresh
+    predictor's first model is not near, and is from half of ``min_train`` jobs on."""
+    p = LearnedPredictor(min_train=100)
+    assert not p.near_training()
+    feed(p, 49)
+    assert not p.near_training()
+    feed(p, 1, seed=2)
+    assert p.near_training()
 
 
 def test_a_minimum_retrain_interval_keeps_one_model_through_a_burst(monkeypatch) -> None:  # type: ignore[no-untyped-def]
