@@ -487,6 +487,40 @@ def update_jobs_with_their_stored_specs_leaves_the_rows_a_full_write_does(
 
 
 @case
+def update_jobs_of_many_jobs_at_once_writes_each_its_own_row(open_store: StoreOpener) -> None:
+    """A plan's starts and reasons in one call (PostgreSQL writes them in one statement):
+    each job's row as its own values say, times whole and fractional and unset side by
+    side, the ``same_spec`` jobs and the others; a job given twice as its last says."""
+    jobs = [make_job(i).user(f"u{i % 3}").name(f"j{i}").build() for i in range(1, 301)]
+    with opened(open_store) as store:
+        put_jobs(store, *jobs)
+        changed = []
+        for job in jobs:
+            i = job.id
+            if i % 3 == 0:  # started: a whole-second start, an allocation
+                alloc = Allocation((f"n{i}",), (ResourceVector(1 + i % 4, GiB),))
+                job = job.evolve(state=JobState.RUNNING, start_time=float(i), allocation=alloc)
+            elif i % 3 == 1:  # its reason and estimate: a fractional time
+                job = job.evolve(reason=PendingReason.PRIORITY, eligible_time=i + 0.25)
+            else:  # renamed (quotes, escapes, other scripts), held by an admin, marks
+                spec = job.spec.with_changes(name=f'r{i} "q" \\ \n é 日本 😀')
+                extra = {"note": 'a "b" \\ c\n ü'}
+                job = job.evolve(spec=spec, held_by_admin=True, priority=i * 1000, extra=extra)
+            changed.append(job)
+        twice = changed[0].evolve(reason=PendingReason.RESOURCES)
+        kept = {j.id for j in changed if j.id % 3 != 2}
+        with store.transaction() as tx:
+            tx.update_jobs([*changed, twice], same_spec=kept)
+        expected = [twice, *changed[1:]]
+        same_jobs(store.history(), [with_columns(j, j.id) for j in expected])
+        assert store.history()[1].spec.name == 'r2 "q" \\ \n é 日本 😀'
+        nan = changed[3].evolve(eligible_time=float("inf"))  # no JSON for it: written too
+        with store.transaction() as tx:
+            tx.update_jobs([nan, changed[4]], same_spec=kept)
+        assert store.jobs_by_id([4])[0].eligible_time == float("inf")
+
+
+@case
 def usage_of_many_jobs_is_stored_per_job(open_store: StoreOpener) -> None:
     """An agent's sync reports what many finished jobs used at once: each job's memory
     peak and CPU time (and its user and system parts, where said) land on its own row."""

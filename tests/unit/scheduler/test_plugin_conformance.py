@@ -23,11 +23,14 @@ REGISTRY = default_registry(
     preemption_policy=PreemptionPolicy(type=PreemptType.QOS),
     licenses={"matlab": 1},
 )
-# every extension point: the Protocols of ``interfaces`` a plugin may serve
+# every extension point: the Protocols of ``interfaces`` a plugin may serve, and the
+# optional ``PreFilterWaiver`` beside PreFilter (the runtime finds it as it finds points)
 POINTS = {
     name: proto
     for name, proto in vars(interfaces).items()
-    if inspect.isclass(proto) and name.endswith("Plugin") and name != "Plugin"
+    if inspect.isclass(proto)
+    and (name.endswith("Plugin") or name == "PreFilterWaiver")
+    and name != "Plugin"
 }
 
 
@@ -63,6 +66,6 @@ def test_a_point_added_without_its_declaration_is_found() -> None:
         def score(self, *args: object) -> object:
             return None
 
-    assert wired(Scoring()) == {"PreFilterPlugin", "ScorePlugin"}
-    assert declared(HoldAndBegin) == {"PreFilterPlugin"}
+    assert wired(Scoring()) == {"PreFilterPlugin", "PreFilterWaiver", "ScorePlugin"}
+    assert declared(HoldAndBegin) == {"PreFilterPlugin", "PreFilterWaiver"}
     assert declared(Scoring) != wired(Scoring())

@@ -88,7 +88,9 @@ class PreFilterPlugin(Plugin, Protocol):
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         """Decide what can be decided for the job as a whole, and precompute for Filter.
 
-        Called once per job per pass, in profile order, before the queue gate. Returns:
+        Called once per job per pass, in profile order, before the queue gate (for a
+        job behind a blocked queue, not when ``PreFilterWaiver.lets_through`` says the
+        plugin lets the job through). Returns:
         SUCCESS to go on; SKIP if this plugin's Filter has nothing to check for this job;
         UNSCHEDULABLE with the pending reason (the job waits, and does *not* hold back
         jobs behind it); UNRESOLVABLE when waiting cannot help (set ``terminal_state`` to
@@ -100,6 +102,22 @@ class PreFilterPlugin(Plugin, Protocol):
         until some job is placed (only Reserve changes ``ctx.data``). So the verdict
         must not depend on the element's job id or task id (jobs with a dependency,
         which ``aftercorr`` may pair by index, are never grouped).
+        """
+        ...
+
+
+@runtime_checkable
+class PreFilterWaiver(Protocol):
+    def lets_through(self, job: Job) -> bool:
+        """True when this plugin's PreFilter answers SUCCESS or SKIP for ``job`` whatever
+        else the pass holds (its clock, running jobs, partitions, nodes), judged from the
+        job alone; False when it may reject the job, or cannot tell without the pass.
+
+        Optional, beside PreFilter. For a job behind a blocked queue only a rejection
+        matters (its own reason), so the main pass leaves out the plugins that let the
+        job through. The answer is kept from pass to pass while the job's spec (the same
+        object), partition, admin hold, array id and array throttle stay as they were, so
+        it must read nothing else.
         """
         ...
 

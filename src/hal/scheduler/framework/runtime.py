@@ -47,6 +47,7 @@ from hal.scheduler.framework.interfaces import (
     FilterResult,
     FloatArray,
     IndexArray,
+    PreFilterWaiver,
     ScoreNormalizer,
 )
 from hal.scheduler.framework.keys import (
@@ -126,6 +127,13 @@ FitCache = dict[PlacementKey, Status]
 FilterCalls = tuple[
     tuple[str, Callable[[PassContext, CycleState, Job, NodeRequest], FilterResult]], ...
 ]
+PreFilterCalls = tuple[tuple[str, Callable[[PassContext, CycleState, Job], Status]], ...]
+# What a ``PreFilterWaiver`` may read of a job, and the placement key besides its spec:
+# its spec (the object), partition, admin hold, array id and array throttle.
+_WaiverInputs = tuple[object, str, bool, int | None, int]
+# A job behind a blocked queue: the PreFilter plugins that may reject it, and its key
+# (``Framework.pre_filter``), kept with the inputs they were worked out from.
+_Own = tuple[_WaiverInputs, PreFilterCalls, PlacementKey]
 # Allocations this wide or wider have their rows memoised as they are built: looking up
 # thousands of node names again costs more than building the arrays once.
 _REMEMBER_FROM = 16
@@ -139,7 +147,20 @@ class Framework:
         self.releases = ReleaseLedger()
         # Resolved once: isinstance against a Protocol is slow, and this runs per job.
         # (name, bound method) per plugin: the name and the method are looked up once
-        self._pre_filter_calls = tuple((p.name, p.pre_filter) for p in profile.pre_filter)
+        self._pre_filter_calls: PreFilterCalls = tuple(
+            (p.name, p.pre_filter) for p in profile.pre_filter
+        )
+        # PreFilter plugins that can say a job passes them from the job alone
+        # (``PreFilterWaiver``): their ``lets_through``, None for the others
+        self._waivers = tuple(
+            p.lets_through if isinstance(p, PreFilterWaiver) else None for p in profile.pre_filter
+        )
+        # job id → ``_Own`` of this pass and of the one before (``new_pass``): a job
+        # waiting behind a blocked queue pass after pass is judged by the plugins that
+        # may reject it, without asking the others again (its reason and estimate may
+        # change meanwhile: they are no input)
+        self._own: dict[int, _Own] = {}
+        self._own_before: dict[int, _Own] = {}
         self._filter_calls: FilterCalls = tuple((p.name, p.filter) for p in profile.filter)
         self._filters_skipping: dict[frozenset[str], FilterCalls] = {}
         self._scorers = tuple(
@@ -289,28 +310,69 @@ class Framework:
             done.append((job, state, reserved, allocation))
         return outcomes, None
 
+    def new_pass(self) -> None:
+        """A pass begins: what ``pre_filter`` kept of jobs the last pass did not ask
+        about is let go."""
+        self._own_before, self._own = self._own, {}
+
     def pre_filter(self, ctx: PassContext, job: Job) -> Outcome | None:
         """PreFilter alone, for a job the pass will not place anyway (its partition is
         blocked): the job's own rejection, as ``place`` would give it, or None when
-        every PreFilter plugin lets it through (it then waits behind the queue)."""
-        state = CycleState()
-        state.write(PLACEMENT_KEY, placement_key(job))
+        every PreFilter plugin lets it through (it then waits behind the queue).
+
+        Only a rejection is wanted here, so the plugins whose ``lets_through`` says the
+        job passes them (``PreFilterWaiver``) are not called: worked out once and kept
+        from pass to pass while the job waits with the same inputs (``new_pass``)."""
         self._current = ""
         try:
-            return self._pre_filters(ctx, state, job, set())
+            inputs = (
+                job.spec,
+                job.partition,
+                job.held_by_admin,
+                job.array_job_id,
+                job.array_max_running,
+            )
+            kept = self._own_before.get(job.id)
+            if kept is None or kept[0] != inputs:  # (the spec: the same object, at once)
+                kept = self._own_calls(job, inputs)
+            self._own[job.id] = kept
+            calls = kept[1]
+            if not calls:
+                return None
+            state = CycleState()
+            state.write(PLACEMENT_KEY, kept[2])
+            return self._pre_filters(ctx, state, job, set(), calls)
         except Exception as err:  # a plugin bug fails this job only
             plugin = self._current or "framework"
             return Outcome(error(f"{type(err).__name__}: {err}", plugin), Stage.DONE)
 
+    def _own_calls(self, job: Job, inputs: _WaiverInputs) -> _Own:
+        """``job``'s ``_Own``: the PreFilter calls of the plugins that may reject it."""
+        calls = []
+        for call, lets_through in zip(self._pre_filter_calls, self._waivers, strict=True):
+            if lets_through is not None:
+                self._current = call[0]
+                if lets_through(job):
+                    continue
+            calls.append(call)
+        self._current = ""
+        return inputs, tuple(calls), placement_key(job)
+
     def _pre_filters(
-        self, ctx: PassContext, state: CycleState, job: Job, skipped: set[str]
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        skipped: set[str],
+        calls: PreFilterCalls | None = None,
     ) -> Outcome | None:
-        """Every PreFilter plugin in order: the first rejection, or None (``skipped``
-        gains the plugins that answered SKIP). The plugin being called is named in
-        ``_current`` only if it raises: this runs for every pending job."""
+        """Every PreFilter plugin in order (or those of ``calls``): the first rejection,
+        or None (``skipped`` gains the plugins that answered SKIP). The plugin being
+        called is named in ``_current`` only if it raises: this runs for every pending
+        job."""
         name = ""
         try:
-            for name, pre_filter in self._pre_filter_calls:
+            for name, pre_filter in self._pre_filter_calls if calls is None else calls:
                 st = pre_filter(ctx, state, job)
                 code = st.code
                 if code is _SUCCESS:

@@ -205,6 +205,7 @@ class Scheduler:
         # 2. The main loop: each pending job in queue order, placed now (taken out of
         #    the table at once) or held back. Het jobs and jobs naming several partitions
         #    are decided by their group placements, made for this pass.
+        framework.new_pass()
         loop = MainLoop(framework, ctx, Groupings((HetGroups(), PartitionLists())), explain=explain)
         loop.run(framework.sort(snapshot.pending))
         # 3. Backfill: the held-back jobs planned over time; those that delay no

@@ -26,6 +26,7 @@ PluginTimes = dict[tuple[str, str], float]
 EXTENSION_POINTS = {
     "sort_key": "QueueSort",
     "pre_filter": "PreFilter",
+    "lets_through": "PreFilter",  # (``PreFilterWaiver``, beside it)
     "filter": "Filter",
     "post_filter": "PostFilter",
     "pre_score": "PreScore",

@@ -44,6 +44,7 @@ from hal.scheduler.framework.interfaces import (
     FloatArray,
     IndexArray,
     PreFilterPlugin,
+    PreFilterWaiver,
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
@@ -117,6 +118,11 @@ class Affinity:
         return self._view(ctx).index(ctx.nodes, ctx.running)
 
     # -- PreFilter --------------------------------------------------------------------
+
+    def lets_through(self, job: Job) -> bool:
+        """A job without --near/--apart rules: SKIP or SUCCESS (other jobs' rules are
+        judged in Filter)."""
+        return not job.spec.near and not job.spec.apart
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         spec = job.spec
@@ -288,6 +294,7 @@ def new(args: PluginArgs) -> Affinity:
 # The extension points this plugin serves, checked by mypy here (kube's ``var _
 # FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
 _PRE_FILTER: type[PreFilterPlugin] = Affinity
+_WAIVER: type[PreFilterWaiver] = Affinity
 _FILTER: type[FilterPlugin] = Affinity
 _PRE_SCORE: type[PreScorePlugin] = Affinity
 _SCORE: type[ScorePlugin] = Affinity

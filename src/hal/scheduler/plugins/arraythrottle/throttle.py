@@ -12,7 +12,7 @@ from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import PreFilterPlugin, ReservePlugin
+from hal.scheduler.framework.interfaces import PreFilterPlugin, PreFilterWaiver, ReservePlugin
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
 
@@ -39,6 +39,9 @@ class ArrayThrottle:
             )
             ctx.data.write(RUNNING_ELEMENTS, counts)
         return counts
+
+    def lets_through(self, job: Job) -> bool:
+        return not _throttled(job)
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         array_id = job.array_job_id  # (``_throttled`` inline: this runs for every job)
@@ -77,4 +80,5 @@ def new(args: PluginArgs) -> ArrayThrottle:
 # The extension points this plugin serves, checked by mypy here (kube's ``var _
 # FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
 _PRE_FILTER: type[PreFilterPlugin] = ArrayThrottle
+_WAIVER: type[PreFilterWaiver] = ArrayThrottle
 _RESERVE: type[ReservePlugin] = ArrayThrottle

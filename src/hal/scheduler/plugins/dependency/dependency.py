@@ -20,7 +20,7 @@ from hal.core.job import Allocation, DependencyKind, Job
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import PreFilterPlugin, ReservePlugin
+from hal.scheduler.framework.interfaces import PreFilterPlugin, PreFilterWaiver, ReservePlugin
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 
@@ -147,6 +147,10 @@ class DependencyCheck:
             corresponding = self._elements(ctx).get((target_id, job.array_task_id))
         return condition(kind, target, self._arrays(ctx).get(target_id, ()), corresponding)
 
+    def lets_through(self, job: Job) -> bool:
+        dep = job.spec.dependency
+        return dep is None or not dep.terms
+
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         dep = job.spec.dependency
         if dep is None or not dep.terms:
@@ -223,4 +227,5 @@ def new(args: PluginArgs) -> DependencyCheck:
 # The extension points this plugin serves, checked by mypy here (kube's ``var _
 # FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
 _PRE_FILTER: type[PreFilterPlugin] = DependencyCheck
+_WAIVER: type[PreFilterWaiver] = DependencyCheck
 _RESERVE: type[ReservePlugin] = DependencyCheck

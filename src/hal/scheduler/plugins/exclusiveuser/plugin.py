@@ -37,6 +37,7 @@ from hal.scheduler.framework.interfaces import (
     FilterPlugin,
     FilterResult,
     PreFilterPlugin,
+    PreFilterWaiver,
     ReservePlugin,
 )
 from hal.scheduler.framework.keys import JOB_BOUND
@@ -117,6 +118,10 @@ class ExclusiveUser:
             ctx.data.write(HOLDERS, found)
         return found
 
+    def lets_through(self, job: Job) -> bool:
+        """Always: its PreFilter only says whether its Filter is called."""
+        return True
+
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         """SKIP where no user rule can touch the job (the Filter is not called)."""
         if job.spec.exclusive_user or self._holders(ctx).exclusive:
@@ -163,5 +168,6 @@ def new(args: PluginArgs) -> ExclusiveUser:
 # The extension points this plugin serves, checked by mypy here (kube's ``var _
 # FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
 _PRE_FILTER: type[PreFilterPlugin] = ExclusiveUser
+_WAIVER: type[PreFilterWaiver] = ExclusiveUser
 _FILTER: type[FilterPlugin] = ExclusiveUser
 _RESERVE: type[ReservePlugin] = ExclusiveUser

@@ -12,7 +12,7 @@ from hal.core.job import Job
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState
-from hal.scheduler.framework.interfaces import PreFilterPlugin
+from hal.scheduler.framework.interfaces import PreFilterPlugin, PreFilterWaiver
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 
@@ -21,6 +21,16 @@ NAME = "hold"
 
 class HoldAndBegin:
     name = NAME
+
+    def lets_through(self, job: Job) -> bool:
+        """No deadline, hold or begin time: nothing here can reject it."""
+        spec = job.spec
+        return (
+            spec.deadline is None
+            and not job.held_by_admin
+            and not spec.hold
+            and spec.begin_time is None
+        )
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         late = past_deadline(job, ctx.now)
@@ -65,3 +75,4 @@ def new(args: PluginArgs) -> HoldAndBegin:
 # The extension points this plugin serves, checked by mypy here (kube's ``var _
 # FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
 _PRE_FILTER: type[PreFilterPlugin] = HoldAndBegin
+_WAIVER: type[PreFilterWaiver] = HoldAndBegin

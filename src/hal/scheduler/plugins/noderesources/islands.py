@@ -38,6 +38,7 @@ from hal.scheduler.framework.interfaces import (
     FloatArray,
     IndexArray,
     PreFilterPlugin,
+    PreFilterWaiver,
     PreScorePlugin,
     ScorePlugin,
 )
@@ -130,6 +131,9 @@ class NvlinkIslands:
         masks = self.masks_for(ctx.nodes)
         return kept_rows(cache, NAME, ctx.nodes, masks.largest_free)
 
+    def lets_through(self, job: Job) -> bool:
+        return not requires_one_island(job)
+
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         if job.spec.topology is None or not requires_one_island(job):  # (most: no call)
             return SKIP
@@ -191,6 +195,7 @@ def new(args: PluginArgs) -> NvlinkIslands:
 # The extension points this plugin serves, checked by mypy here (kube's ``var _
 # FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
 _PRE_FILTER: type[PreFilterPlugin] = NvlinkIslands
+_WAIVER: type[PreFilterWaiver] = NvlinkIslands
 _FILTER: type[FilterPlugin] = NvlinkIslands
 _PRE_SCORE: type[PreScorePlugin] = NvlinkIslands
 _SCORE: type[ScorePlugin] = NvlinkIslands

@@ -30,7 +30,12 @@ from hal.core.reservation import Reservation, judged_account
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
+from hal.scheduler.framework.interfaces import (
+    FilterPlugin,
+    FilterResult,
+    PreFilterPlugin,
+    PreFilterWaiver,
+)
 from hal.scheduler.framework.keys import PLAN_START
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
@@ -77,6 +82,10 @@ class Reservations:
         # user → default account: a job naming no account is charged to it, and a
         # reservation's Accounts= admits it on that account (Slurm's rule)
         self._defaults: Mapping[str, str] = defaults or {}
+
+    def lets_through(self, job: Job) -> bool:
+        """A job naming no reservation: its PreFilter says SUCCESS or SKIP."""
+        return not job.spec.reservation
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         wanted = job.spec.reservation
@@ -204,4 +213,5 @@ def new(args: PluginArgs, policy: PriorityPolicy | None = None) -> Reservations:
 # The extension points this plugin serves, checked by mypy here (kube's ``var _
 # FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
 _PRE_FILTER: type[PreFilterPlugin] = Reservations
+_WAIVER: type[PreFilterWaiver] = Reservations
 _FILTER: type[FilterPlugin] = Reservations

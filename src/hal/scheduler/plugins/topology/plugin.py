@@ -39,7 +39,12 @@ from hal.core.topology import BLOCK, level_index
 from hal.core.topology_labels import LABEL_LEVELS
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import IndexArray, PlacementGeneratePlugin, PreFilterPlugin
+from hal.scheduler.framework.interfaces import (
+    IndexArray,
+    PlacementGeneratePlugin,
+    PreFilterPlugin,
+    PreFilterWaiver,
+)
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.status import (
     SKIP,
@@ -113,6 +118,9 @@ class TopologyPlacement:
         return None if level is None else min(level, index.top)
 
     # -- PreFilter --------------------------------------------------------------------
+
+    def lets_through(self, job: Job) -> bool:
+        return job.spec.topology is None
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         wanted = job.spec.topology
@@ -288,4 +296,5 @@ def new(args: PluginArgs) -> TopologyPlacement:
 # The extension points this plugin serves, checked by mypy here (kube's ``var _
 # FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
 _PRE_FILTER: type[PreFilterPlugin] = TopologyPlacement
+_WAIVER: type[PreFilterWaiver] = TopologyPlacement
 _PLACEMENT_GENERATE: type[PlacementGeneratePlugin] = TopologyPlacement
