@@ -181,6 +181,24 @@ class ScoreNormalizer(Protocol):
 
 
 @runtime_checkable
+class WeightedScorer(Protocol):
+    def weighted_score(
+        self,
+        weight: float,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        feasible: IndexArray,
+    ) -> FloatArray:
+        """``score(...) * weight``, bit for bit (a new array), for a Score plugin that
+        keeps its scores weighted too: the runtime calls it instead of ``score`` for a
+        weight other than 1, and does not multiply (a numpy call less per job scored).
+        Not used with ``ScoreNormalizer``."""
+        ...
+
+
+@runtime_checkable
 class ReservePlugin(Plugin, Protocol):
     def reserve(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
