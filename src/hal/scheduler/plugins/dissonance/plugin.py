@@ -241,7 +241,10 @@ class _Nodes:
             if ls:
                 cells[at + guarded] += step
             if sign > 0:
-                placed_on.setdefault(row, {})[job_id] = entry
+                there = placed_on.get(row)
+                if there is None:
+                    there = placed_on[row] = {}
+                there[job_id] = entry
             else:
                 placed_on.get(row, {}).pop(job_id, None)
             if table is not None:  # the row's scores, for every key
@@ -409,7 +412,7 @@ class Dissonance:
         view = ctx.snapshot.dissonance
         if key is None or view is None:  # PreScore skips; kept for a direct call
             return np.zeros(len(feasible))
-        nodes = self._nodes(ctx, view)
+        nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
         column = nodes.weighted_of(key, weight)
         out: FloatArray = (
             nodes.scores_of(key)[feasible] * weight if column is None else column[feasible]
@@ -428,7 +431,7 @@ class Dissonance:
         cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
         if cls is None:
             return SUCCESS
-        nodes = self._nodes(ctx, view)
+        nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
         rows = _rows(ctx, allocation)
         if key is not None and len(rows) == 1 and len(allocation.nodes) == 1:
             note = self._note(ctx, nodes, view, state, key, rows[0][0])
