@@ -10,6 +10,7 @@ One job's cycle, in order (the runtime is ``runtime.Framework``)::
     PostFilter─ only when Filter left too few nodes (preemption goes here)
     PreScore  ─ precompute for Score over the feasible nodes
     Score     ─ vectorised: rank feasible nodes (+ optional normalisation), weighted sum
+                (a WeightedScorer gives its scores already weighted)
     Placement ─ multi-node jobs: PlacementGenerate picks the node set as a whole
                 (e.g. under one switch), PlacementScore ranks candidate sets
     Reserve   ─ the job has nodes: plugins record it in their pass-wide state
