@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hal.core.dissonance import DissonanceView
+from hal.core.job import Allocation
 from hal.core.profiles import CLASSES, LATENCY_SENSITIVE, PROFILE_CLASS
+from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.framework import ProfileError
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.plugins import build_scheduler, default_profile
+from hal.scheduler.plugins.dissonance import plugin as dissonance
 from hal.testing import ClusterBuilder, JobBuilder, cluster, make_job, placed_nodes
 from hal.testing.examples import examples
 
@@ -116,6 +123,43 @@ def test_a_full_quiet_node_is_never_chosen() -> None:
     full = _job(11, "light", cpus=8).running_on("n0002")
     snap = _two().running(hog, full).pending(_job(1, "memory")).dissonance(VIEW).build()
     assert placed_nodes(SCHED.schedule(snap))[1] == ("n0001",)
+
+
+def test_weighted_scores_are_the_scores_times_the_weight_bit_for_bit() -> None:
+    """The runtime takes the plugin's scores weighted from it (no multiply per job):
+    the same float64s as ``score * weight``, also on the rows worked out afresh after
+    each placement, and for a weight other than the table's (multiplied then)."""
+    view = DissonanceView(
+        _matrix(memory_memory=1.83, cpu_memory=1.37, memory_cpu=1.13, io_io=2.1, light_io=1.29)
+    )
+    running = (
+        _job(10, "memory", cpus=3).running_on("n0001"),
+        _job(11, "io", cpus=5).extra(LATENCY_SENSITIVE, "1").running_on("n0002"),
+        _job(12, "cpu", cpus=1).running_on("n0003"),
+    )
+    snap = cluster().uniform_nodes(5, cpus=7).running(*running).dissonance(view).build()
+    ctx = PassContext.from_snapshot(snap)
+    plugin = dissonance.new({})
+    feasible = np.arange(5, dtype=np.intp)
+    request = NodeRequest(1, 2, None, 0, False)
+    seen = set()
+    classes = ("memory", "io", "light") * 2
+    placements = ("n0002", "n0001", "n0002", "n0004", "n0001", "n0005")
+    for first, weight in ((100, 3.0), (200, 0.7)):  # 0.7: not the table's, multiplied
+        for step, (cls, node) in enumerate(zip(classes, placements, strict=True)):
+            job = _job(first + step, cls, cpus=step % 3 + 1)
+            if step % 2:
+                job = job.extra(LATENCY_SENSITIVE, "1")
+            built = job.build()
+            state = CycleState()
+            assert plugin.pre_score(ctx, state, built, feasible).is_success
+            plain = plugin.score(ctx, state, built, request, feasible)
+            weighted = plugin.weighted_score(weight, ctx, state, built, request, feasible)
+            assert weighted.tobytes() == (plain * weight).tobytes()
+            seen.add(plain.tobytes())
+            held = (ResourceVector(step % 3 + 1, GiB),)
+            plugin.reserve(ctx, state, built, Allocation((node,), held))
+    assert len(seen) >= 6  # (the placements changed the scores: rows worked out afresh)
 
 
 def test_weight_zero_leaves_the_plugin_out_and_bad_args_are_refused() -> None:

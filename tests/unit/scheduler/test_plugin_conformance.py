@@ -40,13 +40,17 @@ def wired(plugin: Plugin) -> set[str]:
 
 
 def declared(cls: type) -> set[str]:
-    """The points the module defining ``cls`` declares it serves (``X: type[P] = cls``)."""
+    """The points the module defining ``cls`` declares it serves (``X: type[P] = cls``);
+    other Protocols it declares (``WeightedScorer``: a way of serving Score) are not
+    points."""
     module = sys.modules[cls.__module__]
     found = set()
     for var, annotation in module.__annotations__.items():
         text = str(annotation)
         if text.startswith("type[") and getattr(module, var, None) is cls:
-            found.add(text.removeprefix("type[").removesuffix("]"))
+            point = text.removeprefix("type[").removesuffix("]")
+            if point in POINTS:
+                found.add(point)
     return found
 
 

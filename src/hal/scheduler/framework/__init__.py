@@ -38,6 +38,7 @@ from hal.scheduler.framework.interfaces import (
     ReservePlugin,
     ScoreNormalizer,
     ScorePlugin,
+    WeightedScorer,
 )
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.planner import BackfillResult
@@ -107,6 +108,7 @@ __all__ = [
     "StateKey",
     "Status",
     "Termination",
+    "WeightedScorer",
     "WillRunResult",
     "build_profile",
     "placement_key",

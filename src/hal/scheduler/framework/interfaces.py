@@ -10,6 +10,7 @@ One job's cycle, in order (the runtime is ``runtime.Framework``)::
     PostFilter─ only when Filter left too few nodes (preemption goes here)
     PreScore  ─ precompute for Score over the feasible nodes
     Score     ─ vectorised: rank feasible nodes (+ optional normalisation), weighted sum
+                (a WeightedScorer gives its scores already weighted)
     Placement ─ multi-node jobs: PlacementGenerate picks the node set as a whole
                 (e.g. under one switch), PlacementScore ranks candidate sets
     Reserve   ─ the job has nodes: plugins record it in their pass-wide state
@@ -195,6 +196,24 @@ class ScorePlugin(Plugin, Protocol):
 class ScoreNormalizer(Protocol):
     def normalize_scores(self, scores: FloatArray) -> FloatArray:
         """Map the plugin's raw scores into ``[0, MAX_NODE_SCORE]``."""
+        ...
+
+
+@runtime_checkable
+class WeightedScorer(Protocol):
+    def weighted_score(
+        self,
+        weight: float,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        feasible: IndexArray,
+    ) -> FloatArray:
+        """``score(...) * weight``, bit for bit (a new array), for a Score plugin that
+        keeps its scores weighted too: the runtime calls it instead of ``score`` for a
+        weight other than 1, and does not multiply (a numpy call less per job scored).
+        Not used with ``ScoreNormalizer``."""
         ...
 
 

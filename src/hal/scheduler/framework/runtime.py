@@ -49,6 +49,8 @@ from hal.scheduler.framework.interfaces import (
     IndexArray,
     PreFilterWaiver,
     ScoreNormalizer,
+    ScorePlugin,
+    WeightedScorer,
 )
 from hal.scheduler.framework.keys import (
     FITS,
@@ -163,10 +165,7 @@ class Framework:
         self._own_before: dict[int, _Own] = {}
         self._filter_calls: FilterCalls = tuple((p.name, p.filter) for p in profile.filter)
         self._filters_skipping: dict[frozenset[str], FilterCalls] = {}
-        self._scorers = tuple(
-            (p.name, p.score, w, p.normalize_scores if isinstance(p, ScoreNormalizer) else None)
-            for p, w in profile.score
-        )
+        self._scorers = tuple(_scorer(p, w) for p, w in profile.score)
 
     def sort(self, jobs: Iterable[Job]) -> list[Job]:
         """By the QueueSort key, ties by job id: sorted by id, then (stably) by key, so
@@ -725,8 +724,8 @@ class Framework:
                     raise ValueError(
                         f"score returned {scores.shape[0]} values for {len(candidates)} nodes"
                     )
-                # x * 1.0 == x exactly: the common scorer of weight 1 skips it
-                weighted = scores if weight == 1 else scores * weight
+                # (``weight`` is None where no multiply is needed: see ``_scorer``)
+                weighted = scores if weight is None else scores * weight
                 parts[name] = weighted
                 # (a new array: ``parts`` keeps each plugin's own)
                 total = weighted if total is None else total + weighted
@@ -826,6 +825,21 @@ class Framework:
             if outcome.status.is_success or outcome.status.code is Code.UNRESOLVABLE:
                 return outcome
         return outcome
+
+
+ScoreCall = Callable[[PassContext, CycleState, Job, NodeRequest, IndexArray], FloatArray]
+# (name, the call, the weight to multiply by or None, the normalizer)
+Scorer = tuple[str, ScoreCall, float | None, Callable[[FloatArray], FloatArray] | None]
+
+
+def _scorer(plugin: ScorePlugin, weight: float) -> Scorer:
+    """How ``_score`` calls ``plugin``: x * 1.0 == x exactly, so a weight of 1 needs no
+    multiply (None), nor does a ``WeightedScorer``'s, which gives its scores weighted."""
+    if isinstance(plugin, ScoreNormalizer):
+        return (plugin.name, plugin.score, None if weight == 1 else weight, plugin.normalize_scores)
+    if weight != 1 and isinstance(plugin, WeightedScorer):
+        return (plugin.name, partial(plugin.weighted_score, weight), None, None)
+    return (plugin.name, plugin.score, None if weight == 1 else weight, None)
 
 
 def _with_forced(forced: IndexArray | None, picked: IndexArray) -> IndexArray:

@@ -29,6 +29,7 @@ matrix product, kept for the pass and updated on the rows of each job placed.
 from __future__ import annotations
 
 import math
+import struct
 import threading
 from dataclasses import dataclass, field
 
@@ -48,6 +49,7 @@ from hal.scheduler.framework.interfaces import (
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
+    WeightedScorer,
 )
 from hal.scheduler.framework.keys import (
     NODE_SCORES,
@@ -65,7 +67,13 @@ TOLERANCE = 1.05  # slowdowns up to this are ignored (the model's prior)
 _SCALE = math.log(2.0)  # harm worth a doubling scores 0
 NOTE_MIN = 10.0  # score points (about 7 % of slowdown) a move must be worth to be noted
 REBUILD_AFTER = 100_000  # updates of the kept shares before they are summed afresh
+MIXES_KEPT = 50_000  # rows' scores kept by mix across passes (about 300 bytes each)
 _INDEX = {c: i for i, c in enumerate(CLASSES)}
+_CLASSES = len(CLASSES)
+_WIDTH = 2 * _CLASSES  # a row of ``_Nodes.both``: ``share`` then ``guarded``
+_ROW_BYTES = 8 * _WIDTH
+_KEYS_BYTES = 8 * 2 * _CLASSES  # a row of ``_Nodes.scores``: one per (class, mark)
+_PACK = struct.Struct(f"={2 * _CLASSES}d").pack  # a row of scores as their bytes
 
 
 def job_class(job: Job, view: DissonanceView) -> str | None:
@@ -139,12 +147,34 @@ class _Nodes:
     # the score of every key (class, latency-sensitive: ``_Coef.column``) on every row,
     # made at the first Score of the pass and kept up to date by ``add``
     scores: FloatArray | None = None
-    # a row's mix (``both[row]``'s bytes) → its scores, as ``add`` worked them out: jobs
-    # of one kind and size placed on empty nodes give many rows the same mix, and the
-    # same numbers from the same sum (so the same decisions) cost a look-up
-    by_mix: dict[bytes, FloatArray] = field(default_factory=dict)
-    # key → its column of ``scores`` (a view: ``add`` writes the table in place)
+    # ``scores`` times the plugin's profile weight (``weight``), made at the first
+    # ``weighted_score`` of the pass: the runtime then need not multiply per job
+    weight: float | None = None
+    weighted: FloatArray | None = None
+    # a row's mix (``both[row]``'s bytes) → its scores' bytes and its weighted scores'
+    # (b"" before ``weighted`` is made), as ``add`` worked them out: jobs of one kind
+    # and size placed on empty nodes give many rows the same mix, and the same numbers
+    # from the same sum (so the same decisions) cost a look-up. Once ``weighted`` is
+    # made, the plugin's for this matrix and weight (``mixes``), kept across passes
+    by_mix: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)
+    # the plugin's ``by_mix`` of the last matrix and weight: (coefficients' bytes,
+    # weight) → by_mix (see ``Dissonance._mixes``)
+    mixes: dict[tuple[bytes, float], dict[bytes, tuple[bytes, bytes]]] = field(default_factory=dict)
+    # key → its column of ``scores`` and of ``weighted`` (views: ``add`` writes the
+    # tables in place)
     columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
+    weighted_columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
+    # ``both`` as flat doubles and as bytes, and ``scores`` as bytes: ``add`` updates a
+    # row in plain Python through them (a numpy call per element costs thousands of
+    # instructions, a memoryview's item a few hundred; the same float64 arithmetic)
+    cells: memoryview[float] = field(init=False)
+    raw: memoryview[int] = field(init=False)
+    scores_raw: memoryview[int] | None = None
+    weighted_raw: memoryview[int] | None = None
+
+    def __post_init__(self) -> None:
+        self.raw = self.both.data.cast("B")
+        self.cells = self.raw.cast("d")
 
     @property
     def share(self) -> FloatArray:
@@ -161,6 +191,7 @@ class _Nodes:
         table = self.scores
         if table is None:
             table = self.scores = _scores(self.both @ self.coef.scaled)
+            self.scores_raw = table.data.cast("B")
         return table
 
     def scores_of(self, key: tuple[str, bool]) -> FloatArray:
@@ -170,31 +201,80 @@ class _Nodes:
             out = self.columns[key] = self.table()[:, self.coef.column(key)]
         return out
 
+    def weighted_of(self, key: tuple[str, bool], weight: float) -> FloatArray | None:
+        """``scores_of(key) * weight`` (a view: not to be written); None for a weight
+        other than the one the pass's weighted table was made for."""
+        out = self.weighted_columns.get(key)
+        if out is not None and weight == self.weight:
+            return out
+        if self.weighted is None:
+            table = self.weighted = self.table() * weight  # (each number as ``* weight``)
+            self.weighted_raw = table.data.cast("B")
+            self.weight = weight
+            # (the pass's rows so far have no weighted scores: the kept ones for this
+            # matrix and weight instead, or a new one that replaces them)
+            mixes, matrix = self.mixes, (self.coef.scaled.tobytes(), weight)
+            kept = mixes.get(matrix)
+            if kept is None or len(kept) > MIXES_KEPT:
+                mixes.clear()
+                kept = mixes[matrix] = {}
+            self.by_mix = kept
+        elif weight != self.weight:
+            return None
+        out = self.weighted_columns[key] = self.weighted[:, self.coef.column(key)]
+        return out
+
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
         cls, ls, rows = entry
         k = _INDEX[cls]
-        guarded = len(CLASSES) + k
-        both, placed_on = self.both, self.placed_on
-        table, by_mix, scaled = self.scores, self.by_mix, self.coef.scaled
+        guarded = _CLASSES + k
+        cells, raw, placed_on = self.cells, self.raw, self.placed_on
+        table, weighted, by_mix = self.scores_raw, self.weighted_raw, self.by_mix
         if sign > 0:
             self.placed[job_id] = entry
         else:
             self.placed.pop(job_id, None)
-        for row, part in rows:  # (one view of the row for all it does there)
-            mix = both[row]
-            mix[k] += sign * part
+        for row, part in rows:
+            at = row * _WIDTH
+            step = sign * part
+            cells[at + k] += step  # (float64 + float64: what ``both[row, k] += step`` does)
             if ls:
-                mix[guarded] += sign * part
+                cells[at + guarded] += step
             if sign > 0:
-                placed_on.setdefault(row, {})[job_id] = entry
+                there = placed_on.get(row)
+                if there is None:
+                    there = placed_on[row] = {}
+                there[job_id] = entry
             else:
                 placed_on.get(row, {}).pop(job_id, None)
             if table is not None:  # the row's scores, for every key
-                seen = mix.tobytes()
+                start = at * 8
+                seen = raw[start : start + _ROW_BYTES].tobytes()
                 found = by_mix.get(seen)
                 if found is None:
-                    found = by_mix[seen] = _scores(mix @ scaled)
-                table[row] = found
+                    found = by_mix[seen] = self._row_scores(row)
+                start = row * _KEYS_BYTES
+                table[start : start + _KEYS_BYTES] = found[0]
+                if weighted is not None:
+                    weighted[start : start + _KEYS_BYTES] = found[1]
+
+    def _row_scores(self, row: int) -> tuple[bytes, bytes]:
+        """Row ``row``'s scores worked out afresh, and weighted, as the bytes of their
+        float64s: the matrix product in numpy (the same call as the table's rows were
+        made by before: the same sum), then ``_scores``'s three steps (and ``* weight``)
+        per number in plain Python, the same float64 arithmetic (on ten numbers cheaper
+        than numpy's calls)."""
+        top = MAX_NODE_SCORE
+        # (``0.0 if v < 0.0 else v`` is ``np.maximum(v, 0.0)``, NaN included; builtin
+        # max costs a call with its keyword parsing)
+        done = [
+            0.0 if (v := 1.0 - x) < 0.0 else v * top
+            for x in (self.both[row] @ self.coef.scaled).tolist()
+        ]
+        weight = self.weight
+        if weight is None:
+            return _PACK(*done), b""
+        return _PACK(*done), _PACK(*[x * weight for x in done])
 
     def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
         """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
@@ -269,6 +349,11 @@ class Dissonance:
         # for: a job that is the same object under the same view changed nothing
         self._jobs: dict[int, Job] = {}
         self._jobs_view: object = None
+        # rows' scores by their mix (``_Nodes.by_mix``), kept from pass to pass for the
+        # last matrix and weight: a pure function of the three, and a server's passes
+        # see mostly the same nodes with the same neighbours (the matrix changes when
+        # the model learns: then they start afresh)
+        self._mixes: dict[tuple[bytes, float], dict[bytes, tuple[bytes, bytes]]] = {}
 
     # -- PreScore ---------------------------------------------------------------------
 
@@ -312,6 +397,28 @@ class Dissonance:
         out: FloatArray = self._nodes(ctx, view).scores_of(key)[feasible]
         return out
 
+    def weighted_score(
+        self,
+        weight: float,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        feasible: IndexArray,
+    ) -> FloatArray:
+        """``score(...) * weight``, bit for bit: a gather from the pass's weighted table
+        (``interfaces.WeightedScorer``: the runtime then does not multiply)."""
+        key = state.get(KEY)
+        view = ctx.snapshot.dissonance
+        if key is None or view is None:  # PreScore skips; kept for a direct call
+            return np.zeros(len(feasible))
+        nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
+        column = nodes.weighted_of(key, weight)
+        out: FloatArray = (
+            nodes.scores_of(key)[feasible] * weight if column is None else column[feasible]
+        )
+        return out
+
     # -- Reserve ----------------------------------------------------------------------
 
     def reserve(
@@ -324,7 +431,7 @@ class Dissonance:
         cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
         if cls is None:
             return SUCCESS
-        nodes = self._nodes(ctx, view)
+        nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
         rows = _rows(ctx, allocation)
         if key is not None and len(rows) == 1 and len(allocation.nodes) == 1:
             note = self._note(ctx, nodes, view, state, key, rows[0][0])
@@ -436,7 +543,8 @@ class Dissonance:
         with self._lock:  # (a what-if pass may run beside the scheduler's)
             base = self._base_for(ctx, view)
             both = np.hstack((base.share, base.guarded))  # (a copy: the pass writes it)
-            found = _Nodes(both, base, base.updates, self._lock, self._coef(view))
+            coef = self._coef(view)
+            found = _Nodes(both, base, base.updates, self._lock, coef, mixes=self._mixes)
         ctx.data.write(NODES, found)
         return found
 
@@ -509,7 +617,8 @@ def _rows(ctx: PassContext, allocation: Allocation) -> tuple[tuple[int, float], 
     for name, held in zip(allocation.nodes, allocation.per_node, strict=False):
         row = index.get(name)
         if row is not None:
-            out.append((row, min(1.0, held.cpus * inv.item(row))))
+            part = held.cpus * inv.item(row)
+            out.append((row, part if part < 1.0 else 1.0))  # (``min(1.0, part)``)
     return tuple(out)
 
 
@@ -531,4 +640,5 @@ def new(args: PluginArgs) -> Dissonance:
 # The extension points this plugin serves, checked by mypy here.
 _PRE_SCORE: type[PreScorePlugin] = Dissonance
 _SCORE: type[ScorePlugin] = Dissonance
+_WEIGHTED: type[WeightedScorer] = Dissonance
 _RESERVE: type[ReservePlugin] = Dissonance
