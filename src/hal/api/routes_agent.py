@@ -38,7 +38,10 @@ async def register(request: Request, ctx: Ctx, agent: Agent) -> Response:
     nul = nul_field(body.model_dump())
     if nul is not None:  # PostgreSQL's text columns cannot store one: a 500, not a 400
         raise InvalidRequest(f"{nul}: holds a NUL character (\\u0000); remove it", field=nul)
-    registered = await agents.register(ctx.cluster, body)
+    try:
+        registered = await agents.register(ctx.cluster, body, request.is_disconnected)
+    except agents.AgentGone:  # it stopped waiting and registers again (nginx's 499)
+        return Response(status_code=499)
     running = ctx.steps.held(body.node, body.steps)
     unknown = await ctx.steps.node_registered(body.node, running)
     registered.kill_steps = [RunningStep(job_id=j, attempt=a, step_id=s) for j, a, s in unknown]

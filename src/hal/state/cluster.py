@@ -101,7 +101,6 @@ class Cluster(Mirror):
     ) -> None:
         self.store = store
         self.agent_sessions: dict[str, AgentSession] = {}  # node → its agent's session
-        self.registering = 0  # agent registrations in progress (``agents.register``)
         self.started_at = 0.0
         self.load_timings: dict[str, float] = {}  # seconds of each step of the last ``load``
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hal-db")
