@@ -20,6 +20,19 @@ tests/unit/compat/test_start_imports.py checks what they load.
 """
 
 from hal.client.config import ClientConfig, default_server_url, load_client_config
-from hal.client.sync import HalClient
+
+TYPE_CHECKING = False  # typing's own costs ``re`` and ``enum``, which this package avoids
+if TYPE_CHECKING:
+    from hal.client.sync import HalClient
 
 __all__ = ["ClientConfig", "HalClient", "default_server_url", "load_client_config"]
+
+
+def __getattr__(name: str) -> object:
+    """``HalClient`` on first use: a process that imports ``hal.client.config`` alone (a
+    node agent, whose channel is async) does not load the synchronous client."""
+    if name == "HalClient":
+        from hal.client.sync import HalClient
+
+        return HalClient
+    raise AttributeError(f"module 'hal.client' has no attribute {name!r}")
