@@ -15,7 +15,8 @@ modules bring in only C parts of the standard library: HTTP goes over ``_socket`
 retry's message) and ``select`` (a kept-alive connection's check) are imported inside
 the functions that use them, and ``urllib.parse`` only for a URL that is not plain
 (``transport.split_url``). ``submit_fields`` and ``validate=False``
-(``records``) serve those commands without the schemas;
+(``records``) serve those commands without the schemas, and ``HalClient`` (``sync``)
+loads when first named, so a process that reads ``config`` alone (a node agent) skips it;
 tests/unit/compat/test_start_imports.py checks what they load.
 """
 
