@@ -26,16 +26,18 @@ import os
 import secrets
 import shutil
 import stat
-import tarfile
-import zipfile
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from hal.agent.artifact_tree import TreeChannel, TreeCounts, TreeUnusable, read_through
 from hal.core.artifacts import ARCHIVE, variable_of
 from hal.slurm.job_variables import DEFAULT_PATH
 from hal.wire.agent import ArtifactPin, CachedCopy, CacheReport
+
+if TYPE_CHECKING:
+    import tarfile
+    import zipfile
 
 log = logging.getLogger("hal.agent")
 
@@ -334,6 +336,9 @@ def _unpack(part: Path, into: Path, kind: str) -> int:
         os.chmod(into / "file", 0o755)  # noqa: S103 (run by the jobs' users)
         (into / "by-name").mkdir(mode=0o755)
         return size
+    import tarfile  # an archive's first unpacking, not every agent's start
+    import zipfile
+
     try:
         if tarfile.is_tarfile(part):
             with tarfile.open(part) as archive:
@@ -357,6 +362,8 @@ def _untar(archive: tarfile.TarFile, into: Path) -> None:
     """Python's ``data`` filter: no absolute paths, nothing outside ``into``, no links
     out, no devices. A Python without it (3.11 before 3.11.4, as Debian 12's may be) gets
     the same checks here, more strictly: links and special files are refused."""
+    import tarfile
+
     if hasattr(tarfile, "data_filter"):
         archive.extractall(into, filter="data")
         return

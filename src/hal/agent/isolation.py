@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import resource
 import signal
@@ -380,6 +379,8 @@ def remove_group(group: str) -> None:
 
 def agent_cgroup_name(node: str, state_dir: str) -> str:
     """The agent's folder under ``hal/``: one per (node, state directory)."""
+    import hashlib  # the agent's alone: the fork server, which imports this module, hashes nothing
+
     digest = hashlib.sha256(os.path.realpath(state_dir).encode()).hexdigest()[:8]
     return f"{node}.{digest}"
 

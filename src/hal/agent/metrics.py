@@ -58,7 +58,6 @@ import logging
 import platform
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 import prometheus_client
 from prometheus_client import CollectorRegistry
@@ -68,43 +67,14 @@ from prometheus_client.registry import Collector
 from hal import __version__
 from hal.agent.artifacts import ArtifactCache
 from hal.agent.containers import Containers
+from hal.agent.counters import AgentCounters, Capacity
 from hal.agent.gpuusage import DeviceGpu
 from hal.agent.pyenvs import PythonEnvs
 from hal.agent.records import JobRecord, Phase
-from hal.wire.agent import JobReport
+
+__all__ = ["AgentCollector", "AgentCounters", "Capacity", "agent_registry"]
 
 log = logging.getLogger("hal.agent.metrics")
-
-
-@dataclass(slots=True)
-class AgentCounters:
-    """What the shell counts as it happens (plain integers: cheap when nobody scrapes)."""
-
-    launches: Tally[str] = field(default_factory=Tally)  # started / failed
-    finished: Tally[str] = field(default_factory=Tally)  # by final state label
-    registrations: int = 0
-    channel_failures: int = 0
-    reconnects: int = 0
-    last_sync: float = 0.0
-
-    def on_report(self, report: JobReport) -> None:
-        """Each report is made once (resends reuse it), so each job counts once."""
-        if report.kind == "started":
-            self.launches["started"] += 1
-        elif report.kind == "launch_failed":
-            self.launches["failed"] += 1
-        elif report.state:
-            state = report.state.lower()
-            self.finished["oom" if state == "out_of_memory" else state] += 1
-
-
-@dataclass(frozen=True, slots=True)
-class Capacity:
-    """What this node offers the cluster (the numbers it registers with)."""
-
-    cpus: int
-    memory_bytes: int
-    gpus: int
 
 
 class AgentCollector(Collector):

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hal.core.errors import HalError, Unauthenticated
-from hal.core.feedback import ENV_TOKEN, parse_scrape, pick_scraped
 from hal.wire.agent import Launch
 
 log = logging.getLogger(__name__)
@@ -61,8 +60,13 @@ class Scraper:
     def launched(self, launch: Launch) -> None:
         """Take the job's target from its launch (none: nothing, or the old one goes)."""
         self.targets.pop(launch.job_id, None)
+        if not launch.feedback_metrics:
+            return
+        # hal.core.feedback for a job that asks to be scraped, not at the agent's start
+        from hal.core.feedback import ENV_TOKEN, parse_scrape
+
         token = launch.environment.get(ENV_TOKEN, "")
-        if not launch.feedback_metrics or not token:
+        if not token:
             return
         try:
             target = parse_scrape(launch.feedback_metrics)
@@ -100,6 +104,8 @@ class Scraper:
 
     def _once(self, target: Target) -> None:
         """Read ``target`` once and report what it has (a worker thread)."""
+        from hal.core.feedback import pick_scraped
+
         try:
             values = pick_scraped(read_page(target.url), target.names)
         except (OSError, ValueError, UnicodeDecodeError) as err:

@@ -58,6 +58,7 @@ from hal.agent.channel import (
 )
 from hal.agent.config import AgentConfig, host_cpus, host_memory_bytes
 from hal.agent.containers import Containers
+from hal.agent.counters import AgentCounters, Capacity
 from hal.agent.cpus import cpu_pool, fence_choice
 from hal.agent.environment import with_server_addresses
 from hal.agent.events import (
@@ -84,12 +85,6 @@ from hal.agent.instructions import InstructionStream
 from hal.agent.interruption import NoticePoller
 from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
 from hal.agent.launcher import StepLauncher
-from hal.agent.metrics import (
-    AgentCollector,
-    AgentCounters,
-    Capacity,
-    agent_registry,
-)
 from hal.agent.procfs import node_load
 from hal.agent.pyenvs import PythonEnvs
 from hal.agent.scrape import Scraper
@@ -109,7 +104,6 @@ from hal.client.config import load_client_config
 from hal.client.servers import server_urls
 from hal.core.clock import Clock
 from hal.host.clock import SystemClock
-from hal.observe.listener import start_metrics_server
 from hal.observe.outputfiles import read_chunk
 from hal.slurm.syntax import compress_indices
 from hal.wire.agent import (
@@ -334,6 +328,10 @@ class AgentShell:
         listen = self.config.metrics_listen
         if not listen:
             return None
+        # prometheus-client only for an agent that is scraped
+        from hal.agent.metrics import AgentCollector, agent_registry
+        from hal.observe.listener import start_metrics_server
+
         # the capacity is fixed before this runs (run: after GPU discovery)
         sampler = self.usage.gpu_sampler
         collector = AgentCollector(

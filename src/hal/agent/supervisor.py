@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from hal.agent.cpus import bind
 from hal.agent.handshake import (
@@ -56,8 +56,10 @@ from hal.agent.handshake import (
 )
 from hal.agent.isolation import Isolation
 from hal.agent.procfs import PAGE_SIZE, children, descendants, open_pidfd, tree_rss_bytes
-from hal.agent.records import ExitOutcome
 from hal.slurm.steps import oom_message
+
+if TYPE_CHECKING:
+    from hal.agent.records import ExitOutcome
 
 STARTED_FILE = "started"
 STATUS_FILE = "status.json"
@@ -137,6 +139,10 @@ def read_started(job_dir: str) -> tuple[int, float] | None:
 def read_status(job_dir: str) -> ExitOutcome | str | None:
     """The job's end as the supervisor wrote it: an ``ExitOutcome``, a launch error
     message, or ``None`` when there is no status (yet)."""
+    # here, not at import: the fork server imports this module, and the records (with
+    # ``hal.core.job``) cost it ~20 ms of CPU for nothing it does
+    from hal.agent.records import ExitOutcome
+
     try:
         with open(os.path.join(job_dir, STATUS_FILE)) as f:
             data = json.load(f)

@@ -26,8 +26,6 @@ from hal.cli.host_share import (
     parse_cpu_list,
     split_host,
 )
-from hal.cli.local_stop import end_jobs, running_jobs
-from hal.cli.up_banner import Banner
 from hal.client.config import DEFAULT_PORT, load_client_config, store_token
 from hal.core.errors import InvalidRequest
 
@@ -143,6 +141,8 @@ def _local_tokens(db_url: str, url: str) -> tuple[str, str]:
 
 def cmd_up(ns: argparse.Namespace) -> int:
     from hal.api.server import listen_socket
+    from hal.cli.local_stop import end_jobs, running_jobs
+    from hal.cli.up_banner import Banner
     from hal.server.control_plane import sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()

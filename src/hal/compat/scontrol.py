@@ -18,10 +18,10 @@ import os
 import re
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from hal.compat import reservations
 from hal.compat.formats import (
     duration_long,
     limit_long,
@@ -38,12 +38,7 @@ from hal.compat.job_fields import (
     user_field,
 )
 from hal.compat.sbatch import parse_constraint
-from hal.compat.scontrol_config import config_lines
-from hal.compat.scontrol_nodes import is_node_update, ping, show_nodes, update_nodes
-from hal.compat.scontrol_top import top
-from hal.compat.scontrol_write import write
 from hal.compat.seam import Console
-from hal.compat.squeue_steps import show_step
 from hal.compat.time_limits import command_time_limit
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound, UnsupportedOption
@@ -58,7 +53,13 @@ from hal.slurm.syntax import (
     parse_nodes,
 )
 from hal.wire.jobs import JobInfo, JobUpdate
-from hal.wire.nodes import NodeInfo, PartitionInfo, TopologyInfo, kept_warning
+
+if TYPE_CHECKING:
+    from hal.wire.nodes import NodeInfo, PartitionInfo, TopologyInfo
+
+# The modules of scontrol's less common commands (nodes, reservations, config, steps,
+# top, write) are imported by those commands: a test or a job's `scontrol requeue` or
+# `show job` does not pay for them.
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = (
@@ -129,6 +130,8 @@ def scontrol(argv: list[str], console: Console) -> int:
         if command == "update":
             if args and _is_reservation_update(args):
                 return _update_reservation(args, console)
+            from hal.compat.scontrol_nodes import is_node_update, update_nodes
+
             if is_node_update(args):
                 return update_nodes(args, console)
             if not _names_entity(args):
@@ -146,10 +149,16 @@ def scontrol(argv: list[str], console: Console) -> int:
         if command == "reconfigure":
             return _reconfigure(args, console)
         if command == "write":
+            from hal.compat.scontrol_write import write
+
             return write(args, console)
         if command == "top":
+            from hal.compat.scontrol_top import top
+
             return top(args, console)
         if command == "ping":
+            from hal.compat.scontrol_nodes import ping
+
             return ping(console)
     except HalError as err:
         return console.error(err.message)
@@ -178,6 +187,8 @@ def _reconfigure(args: list[str], console: Console) -> int:
     only at restart is named on stderr (its running value kept)."""
     if args:
         return console.error("reconfigure takes no arguments: scontrol reconfigure")
+    from hal.wire.nodes import kept_warning
+
     done = console.client.reconfigure()
     for key in done.kept:
         console.err(kept_warning(key))
@@ -189,6 +200,8 @@ def _reconfigure(args: list[str], console: Console) -> int:
 def _create(args: list[str], console: Console) -> int:
     if not args or args[0].lower() not in ("reservation", "res", "reservations"):
         return console.error("create what? HAL creates reservations: scontrol create reservation")
+    from hal.compat import reservations
+
     body = reservations.create_body(args[1:], console.clock())
     try:
         made = console.client.create_reservation(body)
@@ -200,6 +213,8 @@ def _create(args: list[str], console: Console) -> int:
 
 def _update_reservation(args: list[str], console: Console) -> int:
     words = args[1:] if args[0].lower() in ("reservation", "res") else args
+    from hal.compat import reservations
+
     name, body = reservations.update_body(words, console.clock())
     try:
         console.client.update_reservation(name, body)
@@ -220,6 +235,8 @@ def _delete(args: list[str], console: Console) -> int:
     try:
         console.client.delete_reservation(names[0])
     except HalError as err:  # (Slurm names its first word as typed: reservationname=p1)
+        from hal.compat import reservations
+
         return reservations.delete_refused(err, args[0], console)
     return 0
 
@@ -256,6 +273,8 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
             return 0
         records = [job_record(job, console.clock()) for job in jobs]
     elif what in ("node", "nodes"):
+        from hal.compat.scontrol_nodes import show_nodes
+
         return show_nodes(target, console, oneliner=oneliner, details=details)
     elif what in ("partition", "partitions"):
         parts = client.partitions()
@@ -276,6 +295,8 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
         if not found:
             console.out("No reservations in the system")
             return 0
+        from hal.compat import reservations
+
         records = [reservations.reservation_record(r) for r in found]
     elif what in ("license", "licenses", "lic"):
         lics = client.licenses()
@@ -295,10 +316,14 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
     elif what == "topology":
         return _show_topology(client.topology(), target, console)
     elif what == "config":
+        from hal.compat.scontrol_config import config_lines
+
         for line in config_lines(client.cluster_config(), console.clock()):
             console.out(line)
         return 0
     elif what in ("step", "steps"):
+        from hal.compat.squeue_steps import show_step
+
         return show_step(target, console, oneliner=oneliner)
     elif what in ("hostnames", "hostlist", "hostlistsorted"):
         return _show_hosts(what, target, console)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import platform
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hal.core.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    import tarfile
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX = "application/vnd.oci.image.index.v1+json"
@@ -64,6 +66,8 @@ def node_architecture() -> str:
 def image_facts(path: Path) -> ImageFacts:
     """The facts of the OCI image layout tarball at ``path``; InvalidRequest saying what
     to do when it is no such thing."""
+    import tarfile  # here: an agent imports this module at start and reads no image then
+
     try:
         if not tarfile.is_tarfile(path):
             raise InvalidRequest(f"{path.name} is not a tar file: {MAKE_ONE}", field="kind")

@@ -14,8 +14,10 @@ import hmac
 import os
 import ssl
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 REQUEST_TIMEOUT_S = 5.0
 MAX_REQUEST_BYTES = 16 * 1024
@@ -84,6 +86,10 @@ def _tls_context() -> ssl.SSLContext | None:
 async def start_metrics_server(listen: str, registry: CollectorRegistry) -> asyncio.Server:
     """Serve ``GET /metrics`` on ``listen`` until the returned server is closed; over
     TLS with HAL_METRICS_TLS_CERT/KEY, asking for HAL_METRICS_TOKEN when set."""
+    # here, not at import: `hal agent` reads ``parse_listen`` and serves no metrics
+    # unless asked to, and prometheus-client costs it ~20 ms of CPU at every start
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
     host, port = parse_listen(listen)
     token = os.environ.get(TOKEN_ENV, "").strip() or None
 
