@@ -51,6 +51,7 @@ PROBE_NODES = 2
 MIX = ((0.50, 0.0), (0.20, 0.125), (0.15, 0.25), (0.10, 0.5), (0.05, 1.0))
 SUBMIT_BATCH = 1000
 REGISTRATIONS_IN_FLIGHT = 256  # of all the emulators together
+PROBE_WAIT_S = 120.0
 # issue 56's goals at 10,000 nodes and 100,000 jobs
 TARGETS = {"starts_per_s": 500, "squeue_s": 1.0, "server_rss_mib": 4096, "max_pass_s": 2.0}
 
@@ -311,6 +312,7 @@ def run_scale_bench(
         "queue_full": pending > 0,
         "submit_to_start_p50_s": round(lat_p50, 3),
         "submit_to_start_p99_s": round(lat_p99, 3),
+        "probes_not_started": seen.probes_not_started,
         "rest_list_jobs": seen.listed,
         "rest_list_p50_s": round(list_p50, 3),
         "rest_list_p99_s": round(list_p99, 3),
@@ -347,6 +349,7 @@ class _Samples:
     lists: list[float] = field(default_factory=list)  # GET /v1/jobs, seconds
     squeues: list[float] = field(default_factory=list)  # hal squeue, seconds
     probes: list[float] = field(default_factory=list)  # probe submit to start, seconds
+    probes_not_started: int = 0  # of them, not started within PROBE_WAIT_S (counted so)
     listed: int = 0  # the most jobs a list returned
     pending: int = 0  # at the last list
     rss: int = 0  # the server's most RSS seen
@@ -382,7 +385,9 @@ def _sample(
         t = time.perf_counter()
         subprocess.run(squeue, env=env, capture_output=True, check=True, timeout=300)
         seen.squeues.append(time.perf_counter() - t)
-        seen.probes.append(_probe(client, probe))
+        waited, started = _probe(client, probe)
+        seen.probes.append(waited)
+        seen.probes_not_started += not started
         seen.rss = max(seen.rss, server.memory_info().rss)
         if not seen.pending:
             break  # the queue ran dry: what follows is no full queue's rate
@@ -415,8 +420,11 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _probe(client: Any, job: JobSubmit) -> float:
-    """Seconds from submit to the server seeing the probe job's start on an idle node."""
+def _probe(client: Any, job: JobSubmit) -> tuple[float, bool]:
+    """Seconds from submit to the server seeing the probe job's start on an idle node,
+    and whether it started: one that has not after ``PROBE_WAIT_S`` counts that long (a
+    lower bound) and the run goes on, so that a server too busy to place it still has
+    its other figures taken."""
     t = time.monotonic()
     job_id = client.submit(job).job_id
 
@@ -424,8 +432,12 @@ def _probe(client: Any, job: JobSubmit) -> float:
         info = client.jobs(ids=[str(job_id)], include_finished=True)
         return bool(info) and info[0].state in ("RUNNING", "COMPLETING", "COMPLETED")
 
-    wait_until(begun, timeout=120, interval=0.02, message=f"probe job {job_id} to start")
-    return time.monotonic() - t
+    try:
+        wait_until(begun, timeout=PROBE_WAIT_S, interval=0.02, message="the probe")
+    except TimeoutError:
+        _say(f"probe job {job_id} did not start within {PROBE_WAIT_S:.0f} s")
+        return time.monotonic() - t, False
+    return time.monotonic() - t, True
 
 
 def _database_bytes(url: str) -> int:
