@@ -17,20 +17,20 @@ import dataclasses
 from typing import Any
 
 import pytest
+from test_pass_shortcuts import decisions, with_limits
 
 from hal.bench.sched_pass import NOW as WORKLOAD_NOW
 from hal.bench.sched_pass import build_workload
 from hal.core.job import Job
-from hal.core.priority import Account, PriorityPolicy, Qos
+from hal.core.priority import PriorityPolicy
 from hal.core.reservation import Reservation
 from hal.core.states import PartitionState
-from hal.scheduler.framework import ClusterSnapshot, CycleState, PassContext, PassResult
+from hal.scheduler.framework import ClusterSnapshot, CycleState, PassContext
 from hal.scheduler.framework.interfaces import PreFilterWaiver
 from hal.scheduler.framework.request import placement_key
 from hal.scheduler.framework.runtime import Framework
-from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.status import Code
-from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
+from hal.scheduler.plugins import build_scheduler, default_registry
 from hal.testing import cluster, make_job
 
 NOW = 1_000_000.0
@@ -123,27 +123,6 @@ def test_a_plugin_that_lets_a_job_through_never_rejects_it() -> None:
     assert all(let_through.values()), let_through
     # every plugin but exclusiveuser (whose PreFilter never rejects) asks about some job
     assert all(n for name, n in kept_asking.items() if name != "exclusiveuser"), kept_asking
-
-
-def with_limits() -> Scheduler:
-    accounts = tuple(
-        Account(f"acct{i:02d}", max_jobs=2 if i % 2 else None, grp_jobs=6 if i % 3 else None)
-        for i in range(20)
-    )
-    policy = PriorityPolicy(accounts=accounts, qos=(Qos("normal", max_jobs_per_user=4),))
-    return build_scheduler(default_profile(limits=True), default_registry(policy=policy))
-
-
-def decisions(result: PassResult) -> dict[str, Any]:
-    plan = result.plan
-    return {
-        "placements": [(p.job_id, p.allocation) for p in plan.placements],
-        "updates": list(plan.updates),
-        "terminations": list(plan.terminations),
-        "statuses": dict(result.statuses),
-        "rejections": dict(result.rejections),
-        "reservations": dict(result.reservations),
-    }
 
 
 def changing_passes() -> list[ClusterSnapshot]:
