@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +157,19 @@ def leader_then_standby(
             stop_process(server.proc)
         raise
     return servers
+
+
+@contextlib.contextmanager
+def leader_and_standby(
+    first: Callable[[], ServerProcess], second: Callable[[], ServerProcess]
+) -> Iterator[list[ServerProcess]]:
+    """``leader_then_standby``'s two servers, stopped when the block ends."""
+    servers = leader_then_standby(first, second)
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            stop_process(server.proc)
 
 
 class _Burst:

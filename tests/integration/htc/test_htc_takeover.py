@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hal.bench.failover import ServerProcess, leader_then_standby
+from hal.bench.failover import ServerProcess, leader_and_standby
 from hal.bench.scale import make_tokens
 from hal.client import HalClient
 from hal.htc import HtcClient
@@ -38,15 +38,11 @@ def pair(
     monkeypatch.setenv("HAL_HTC_JOURNAL_DIR", str(tmp_path / "journals"))
     monkeypatch.setenv("HAL_FAILOVER_TIMEOUT", "60")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    servers = leader_then_standby(
+    with leader_and_standby(
         lambda: ServerProcess(pg_url, tmp_path / "s0"),
         lambda: ServerProcess(pg_url, tmp_path / "s1"),
-    )
-    try:
+    ) as servers:
         yield servers, admin, agent
-    finally:
-        for server in servers:
-            stop_process(server.proc)
 
 
 def start_agent(

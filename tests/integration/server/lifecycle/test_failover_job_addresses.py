@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hal.bench.failover import ServerProcess, leader_then_standby
+from hal.bench.failover import ServerProcess, leader_and_standby
 from hal.bench.scale import make_tokens
 from hal.client import HalClient
 from hal.server.feedback import KEY_FILE
@@ -42,15 +42,11 @@ def pair(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[ServerProcess], str
     # s0 advertises another name for itself than its agents use: the job lists it too
     port = free_port()
     advertised = ("--advertise-url", f"http://localhost:{port}")
-    servers = leader_then_standby(
+    with leader_and_standby(
         lambda: ServerProcess(pg_url, tmp_path / "s0", *advertised, port=port),
         lambda: ServerProcess(pg_url, tmp_path / "s1"),
-    )
-    try:
+    ) as servers:
         yield servers, admin, agent
-    finally:
-        for server in servers:
-            stop_process(server.proc)
 
 
 def test_a_jobs_own_commands_follow_the_leader_after_a_takeover(

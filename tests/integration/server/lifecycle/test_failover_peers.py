@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
-from hal.bench.failover import ServerProcess, leader_then_standby
+from hal.bench.failover import ServerProcess, leader_and_standby
 from hal.bench.scale import make_tokens
 from hal.state.peers import LIVE_S, beat, remove
 from hal.state.store import SqlStateStore
@@ -70,15 +70,11 @@ def test_a_row_not_refreshed_is_not_live_and_a_leader_clears_its_predecessors(
 def pair(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[ServerProcess], str, str]]:
     """Two servers on ``pg_url``, the leader first; the admin's and the agents' tokens."""
     admin, agent = make_tokens(pg_url, "alice", "agents")
-    servers = leader_then_standby(
+    with leader_and_standby(
         lambda: ServerProcess(pg_url, tmp_path / "s0"),
         lambda: ServerProcess(pg_url, tmp_path / "s1"),
-    )
-    try:
+    ) as servers:
         yield servers, admin, agent
-    finally:
-        for server in servers:
-            stop_process(server.proc)
 
 
 def ha(url: str) -> dict[str, object]:
