@@ -40,7 +40,7 @@ class Mirror:
         # ids of the jobs suspended by preemption (``hal.state.preempt.resume_freed``
         # runs after every batch of finished jobs: it must not scan the whole queue)
         self.preempt_suspended: set[int] = set()
-        self.nodes = NodeTable()
+        self._nodes = NodeTable()
         # a snapshot's nodes, sorted by name, as of ``nodes.version``: sorting 10,000 of
         # them on every pass cost more than the pass's other bookkeeping
         self._sorted_nodes: tuple[int, tuple[Node, ...]] = (-1, ())
@@ -254,6 +254,17 @@ class Mirror:
             return "idle"
         full = used.exclusive or not (used.allocated.cpus < node.resources.cpus)
         return "alloc" if full else "mix"
+
+    @property
+    def nodes(self) -> NodeTable:
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes: Mapping[str, Node]) -> None:
+        """Nodes given whole (tests do): a table whose version goes on from the last."""
+        table = NodeTable(nodes)
+        table.version = self._nodes.version + 1
+        self._nodes = table
 
     def _nodes_by_name(self, unmade: list[Node]) -> tuple[Node, ...]:
         if unmade:  # [cloud] templates among them: few, and rare

@@ -67,3 +67,14 @@ def test_a_submission_sees_a_node_come_back_bigger(cluster: Cluster) -> None:
     cluster.nodes["n2"] = make_node("n2").cpus(1).mem_gib(4).build()
     with pytest.raises(InvalidRequest, match="the largest node has 1 CPUs"):
         asyncio.run(cluster.submit([spec(2)]))
+
+
+def test_nodes_given_whole_are_seen_by_the_next_snapshot_and_submission(cluster: Cluster) -> None:
+    assert [n.name for n in cluster.snapshot().nodes] == ["n1"]
+    with pytest.raises(InvalidRequest, match="each node would need 4 CPUs"):
+        asyncio.run(cluster.submit([spec(4)]))
+    cluster.nodes = {"big": make_node("big").cpus(8).mem_gib(4).build()}
+    assert isinstance(cluster.nodes, NodeTable)
+    assert [n.name for n in cluster.snapshot().nodes] == ["big"]
+    (taken,) = asyncio.run(cluster.submit([spec(4)]))
+    assert cluster.jobs[taken.job_id].spec.cpus_per_task == 4
