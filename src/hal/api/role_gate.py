@@ -24,6 +24,7 @@ from hal.server.standby import Leadership
 ROLE_HEADER = "X-HAL-Role"
 LEADER_HEADER = "X-HAL-Leader"
 SERVERS_HEADER = "X-HAL-Servers"
+_ROLE_KEY, _SERVERS_KEY = ROLE_HEADER.lower().encode(), SERVERS_HEADER.lower().encode()  # (ASGI)
 # what a server that does not lead still answers itself
 OPEN_PATHS = frozenset({"/healthz", "/v1/ha", "/metrics"})
 
@@ -53,10 +54,10 @@ class RoleGate:
             await self.app(scope, receive, send)
             return
         role = self.leadership.role
-        added = [(b"x-hal-role", role.encode())]
+        added = [(_ROLE_KEY, role.encode())]
         servers = self.leadership.servers_header
         if servers:
-            added.append((b"x-hal-servers", servers.encode()))
+            added.append((_SERVERS_KEY, servers.encode()))
         if role == "leader" or scope["path"] in OPEN_PATHS:
 
             async def send_with_role(message: Message) -> None:
