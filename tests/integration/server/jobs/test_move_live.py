@@ -106,9 +106,13 @@ def test_a_fallen_service_has_its_clashing_neighbour_moved(
     assert all(s.returncode == 0 for s in submitted), [s.stderr for s in submitted]
     service_id, noisy_id = (int(s.stdout) for s in submitted)
     # (the two start within seconds alone; CI's run beside the trace replays took longer)
-    wait_until(
-        lambda: state(service_id) == state(noisy_id) == "RUNNING", 90, message="the two jobs"
-    )
+    try:
+        wait_until(lambda: state(service_id) == state(noisy_id) == "RUNNING", 90)
+    except TimeoutError:
+        with server.client() as c:
+            seen = [c.job(i) for i in (blocker_id, service_id, noisy_id)]
+        shown = [(j.id, j.state, j.reason, j.nodes, j.exit_code) for j in seen]
+        raise AssertionError(f"the two jobs did not both run in 90 s: {shown}") from None
     with server.client() as c:
         assert c.job(service_id).nodes == c.job(noisy_id).nodes == ["node1"]
         c.cancel(blocker_id)  # (room elsewhere now: running jobs stay where they are)
