@@ -194,6 +194,7 @@ class Planner:
         # the running jobs' rows come from the framework's ledger (written once per job);
         # only their planned ends are asked again
         ledger = self.framework.releases
+        ledger.same_nodes(table)
         ends: list[float] = []
         firsts: list[int] = []
         counts: list[int] = []
