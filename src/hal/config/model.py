@@ -38,7 +38,12 @@ Example::
     enable_user_top = false        # let users `scontrol top` their own jobs (Slurm's
                                    # SchedulerParameters=enable_user_top); else admins only
     max_job_starts = 1000          # jobs one pass starts at most, the rest in the next
-                                   # (Slurm's sched_max_job_start; 0: no limit)
+                                   # (Slurm's sched_max_job_start; 0: no limit); a pass
+                                   # stops looking once it has placed as many
+    default_queue_depth = 100      # jobs a pass between full ones looks at, in queue
+                                   # order (Slurm's default_queue_depth; 0: every pass full)
+    sched_interval = 60            # seconds between passes over every pending job
+                                   # (Slurm's sched_interval; backfill's also are full)
 
     [accounting]                   # optional: slurmdbd's PurgeEventAfter / PurgeJobAfter
     purge_events_after = "90days"  # the event log; hours, days or months (docs/admin/accounting.md)
@@ -200,6 +205,14 @@ class HalConfig:
     # few tenths of a millisecond, so a burst of 5,000 would hold agents' syncs and
     # squeue for seconds (docs/admin/scale.md).
     scheduler_max_job_starts: int = 1000
+    # The main pass's bounds (Slurm's SchedulerParameters=default_queue_depth and
+    # sched_interval, ADR 0029): a pass looks at every pending job every
+    # ``scheduler_sched_interval_s`` seconds (and when backfill runs); the passes in
+    # between, woken by submissions and ends, at the first ``default_queue_depth`` in
+    # queue order (0: every pass full). At 100,000 pending jobs a full pass is seconds
+    # of the scheduler's thread, and the jobs deep in the queue rarely change.
+    scheduler_default_queue_depth: int = 100
+    scheduler_sched_interval_s: float = 60.0
     partitions: tuple[PartitionConfig, ...] = (PartitionConfig(name="debug", default=True),)
     topology: Topology | None = None  # the switch tree; None: no topology-aware placement
     # [priority], [[accounts]], [[users]], [[qos]] (hal.config.priority)
@@ -282,6 +295,8 @@ _SCHEDULER_SETTINGS = {
     "drain_anomalous_nodes",
     "enable_user_top",
     "max_job_starts",
+    "default_queue_depth",
+    "sched_interval",
 }
 # ... and the profile's own (``hal.scheduler.framework.profile``, which checks them again;
 # a test keeps the two lists equal)
@@ -379,6 +394,14 @@ def config_from_dict(
     if "max_job_starts" in scheduler:
         kwargs["scheduler_max_job_starts"] = whole_number(
             scheduler["max_job_starts"], source, "scheduler.max_job_starts"
+        )
+    if "default_queue_depth" in scheduler:
+        kwargs["scheduler_default_queue_depth"] = whole_number(
+            scheduler["default_queue_depth"], source, "scheduler.default_queue_depth"
+        )
+    if "sched_interval" in scheduler:
+        kwargs["scheduler_sched_interval_s"] = positive_seconds(
+            scheduler["sched_interval"], source, "scheduler.sched_interval"
         )
     for key in ("drain_anomalous_nodes", "enable_user_top"):
         if key in scheduler:

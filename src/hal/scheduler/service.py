@@ -11,7 +11,12 @@ With pending jobs present a cycle also runs every ``interval`` seconds (begin ti
 nodes recover); an idle cluster does no work at all.
 
 ``PacedScheduler`` gives the passes Slurm's bf_interval: the backfill stage runs at most
-once per the plugin's ``interval_s`` (30 s by default), the main pass on every cycle.
+once per the plugin's ``interval_s`` (30 s by default), the main pass on every cycle;
+and Slurm's bounds on the main pass (ADR 0029): a pass looks at every pending job only
+every ``sched_interval`` (and when backfill is due), the others at the first
+``default_queue_depth`` in queue order, and every pass stops once it has placed
+``max_job_starts``. The forecast of expected starts goes in slices of bf_yield_interval,
+one per cycle.
 """
 
 from __future__ import annotations
@@ -62,13 +67,35 @@ class PacedScheduler:
     literature setting). Called from one thread at a time (the scheduler's worker).
 
     ``time_plugins_every_s``: one pass in that many seconds runs with its plugin calls
-    timed (``PassResult.plugin_seconds``, the per-plugin metric); None: never."""
+    timed (``PassResult.plugin_seconds``, the per-plugin metric); None: never.
 
-    def __init__(self, scheduler: Scheduler, *, time_plugins_every_s: float | None = None) -> None:
+    The main pass's bounds (Slurm's SchedulerParameters of the same names, ADR 0029):
+    ``queue_depth`` (default_queue_depth): a pass that is not full looks at the first
+    this many pending jobs in queue order, the others keep the reasons and expected
+    starts the last pass that looked at them gave (0: every pass full); a full pass
+    every ``sched_interval_s`` (sched_interval) and whenever backfill is due (it plans
+    the whole queue); ``max_starts`` (sched_max_job_start): every pass stops once it
+    has placed this many (0: no limit), and a pass that stopped so does not count as
+    full or as backfilled, so the next one is full again. A full pass that did not stop
+    decides what ``Scheduler.run_pass`` without bounds decides."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        time_plugins_every_s: float | None = None,
+        queue_depth: int = 0,
+        sched_interval_s: float = 0.0,
+        max_starts: int = 0,
+    ) -> None:
         self.scheduler = scheduler
         self.last_backfill = -math.inf
         self.time_plugins_every_s = time_plugins_every_s
         self.last_timed = -math.inf
+        self.queue_depth = queue_depth
+        self.sched_interval_s = sched_interval_s
+        self.max_starts = max_starts
+        self.last_full = -math.inf
 
     def backfill_due(self, now: float) -> bool:
         interval = self.scheduler.backfill_interval_s
@@ -77,22 +104,41 @@ class PacedScheduler:
         # a clock stepped backwards must not postpone backfilling until it catches up
         return now - self.last_backfill >= interval or now < self.last_backfill
 
+    def full_due(self, now: float) -> bool:
+        """Whether the next pass looks at every pending job (sched_interval elapsed)."""
+        return (
+            not self.queue_depth
+            or now - self.last_full >= self.sched_interval_s
+            or now < self.last_full
+        )
+
     def run_pass(self, snapshot: ClusterSnapshot) -> PassResult:
         now = snapshot.now
         due = self.backfill_due(now)
-        if due:
-            self.last_backfill = now
+        full = due or self.full_due(now)
         every = self.time_plugins_every_s
         timed = every is not None and (now - self.last_timed >= every or now < self.last_timed)
         if timed:
             self.last_timed = now
-        return self.scheduler.run_pass(snapshot, backfill=due, time_plugins=timed)
+        result = self.scheduler.run_pass(
+            snapshot,
+            backfill=due,
+            time_plugins=timed,
+            depth=None if full else self.queue_depth,
+            max_starts=self.max_starts or None,
+        )
+        if result.complete:  # (a pass stopped at max_starts: the next one is full again)
+            if due:
+                self.last_backfill = now
+            if full:
+                self.last_full = now
+        return result
 
     def schedule(self, snapshot: ClusterSnapshot) -> Plan:
         return self.run_pass(snapshot).plan
 
     def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]:
-        return self.scheduler.forecast(plan)
+        return self.scheduler.forecast(plan, budget_s=self.scheduler.forecast_slice_s)
 
 
 @dataclass(slots=True)

@@ -184,6 +184,7 @@ class ControlPlane:
         self.paced = PacedScheduler(
             self.scheduler, time_plugins_every_s=self.observe.plugin_timing_every_s
         )
+        self._bound_passes(config)
         runner: PassRunner = self.paced
         if self.data is not None:
             runner = DataAwareRunner(runner, self.data)
@@ -533,6 +534,13 @@ class ControlPlane:
                 log.warning(warning)
             return Reconfigured(changed=changed, kept=kept, warnings=warnings)
 
+    def _bound_passes(self, config: HalConfig) -> None:
+        """The main pass's bounds from ``config`` (``PacedScheduler``, ADR 0029)."""
+        paced = self.paced
+        paced.queue_depth = config.scheduler_default_queue_depth
+        paced.sched_interval_s = config.scheduler_sched_interval_s
+        paced.max_starts = config.scheduler_max_job_starts
+
     def _configure(self, config: HalConfig, scheduler: Scheduler) -> None:
         """The server's parts take ``config`` (the cluster has already): each through
         the method its constructor used, so start and reconfigure share one path."""
@@ -542,6 +550,7 @@ class ControlPlane:
         # a pass in flight finishes with the old scheduler; its plan is checked against
         # the new partitions when it is applied
         self.scheduler = self.ctx.scheduler = self.paced.scheduler = scheduler
+        self._bound_passes(config)
         self.service.interval_s = config.scheduler_interval_seconds
         self.mail.program.config = config.mail  # read at each mail sent
         self.traffic.configure(config.harmonic)

@@ -49,6 +49,8 @@ LIVE = frozenset(
         "return_to_service",
         "scheduler_interval_seconds",
         "scheduler_max_job_starts",
+        "scheduler_default_queue_depth",
+        "scheduler_sched_interval_s",
         "scheduler_profile",
         "enable_user_top",
         "partitions",
@@ -67,6 +69,8 @@ LIVE = frozenset(
 _KEYS = {
     "scheduler_interval_seconds": "scheduler.interval_seconds",
     "scheduler_max_job_starts": "scheduler.max_job_starts",
+    "scheduler_default_queue_depth": "scheduler.default_queue_depth",
+    "scheduler_sched_interval_s": "scheduler.sched_interval",
     "scheduler_profile": "scheduler",
     "enable_user_top": "scheduler.enable_user_top",
 }

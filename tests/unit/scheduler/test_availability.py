@@ -281,6 +281,35 @@ def test_held_slots_looked_up_by_job_object_stay_right(
         ledger.keep_only(set(running))
 
 
+def test_a_table_built_anew_on_the_same_nodes_keeps_the_slots() -> None:
+    """The server builds its table (and its list of names) every pass: on the same nodes
+    in the same order the ledger keeps the slots it wrote (``same_nodes``); on another
+    order it starts over, and the slots hold the new table's rows."""
+    ledger = availability.ReleaseLedger()
+    nodes = [Node(f"n{i}", ResourceVector(8, 16 * GiB, 2), partitions=("p",)) for i in range(5)]
+    alloc = Allocation(("n1", "n3"), (ResourceVector(2, GiB), ResourceVector(4, 2 * GiB)))
+    job = Job(
+        id=7,
+        spec=JobSpec(user="u", script=""),
+        partition="p",
+        submit_time=0.0,
+        state=JobState.RUNNING,
+        start_time=NOW,
+        allocation=alloc,
+    )
+    first = ledger.held_slot(NodeTable(nodes, [Partition("p")]), job)
+    epoch = ledger.epoch
+    again = NodeTable(nodes, [Partition("p")])
+    ledger.same_nodes(again)
+    assert ledger.held_slot(again, job) == first and ledger.epoch == epoch
+    other = NodeTable(nodes[::-1], [Partition("p")])
+    ledger.same_nodes(other)
+    found = ledger.held_slot(other, job)
+    assert found is not None and ledger.epoch > epoch
+    slot, count, _ = found
+    assert np.array_equal(ledger._node[slot : slot + count], other.rows_of(alloc).rows)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_the_start_rows_memo_answers_as_a_fresh_screen(seed: int) -> None:
     """Profiles built pass after pass, often on exactly the state of the pass before

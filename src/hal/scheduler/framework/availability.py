@@ -825,8 +825,8 @@ class ReleaseLedger:
     pass (a prediction may move). Entries are matched by job id and the identity of the
     allocation (a job started again holds another one), and are valid for one node
     list (the table's ``names``, by identity: the simulator's tables share it; a server
-    that builds a new table every pass starts over every pass). Not for two passes at
-    the same time.
+    that builds a new table every pass over the same nodes hands it over with
+    ``same_nodes``). Not for two passes at the same time.
     """
 
     __slots__ = (
@@ -869,6 +869,15 @@ class ReleaseLedger:
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+    def same_nodes(self, table: NodeTable) -> None:
+        """Keep the slots for ``table`` when it lists the same nodes in the same order
+        as the tables they were written for (its rows are theirs): the server builds a
+        table, names and all, every pass, and 77,000 running jobs' rows written again
+        cost a 10,000-node pass 0.3 s. Once per pass: it compares the lists."""
+        names = table.names
+        if self._names is not None and names is not self._names and names == self._names:
+            self._names = names
 
     def held_slot(self, table: NodeTable, job: Job) -> tuple[int, int, bool] | None:
         """Where the rows of what running ``job`` holds are (first slot, count), and

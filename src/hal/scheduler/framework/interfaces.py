@@ -303,6 +303,8 @@ class BackfillPolicy:
     ``max_job_test`` (bf_max_job_test): at most this many held-back jobs are planned per
     pass, in order; 0 = all. ``interval_s`` (bf_interval): how often the caller should run
     the stage (``Scheduler.backfill_interval_s``); the pure pass itself keeps no time.
+    ``yield_interval_s`` (bf_yield_interval): the caller works the forecast out in slices
+    of about this long, one per cycle (``Scheduler.forecast``'s ``budget_s``); 0 = whole.
     ``shortest_first``: after the reservations, try candidates by shortest expected run
     time instead of priority (EASY-SJBF). ``protect_after_s``: once the partition's first
     held-back job has waited this long, a job backfilled now is planned to hold its nodes
@@ -316,6 +318,7 @@ class BackfillPolicy:
     resolution_s: float = 60.0
     max_job_test: int = 500
     interval_s: float = 30.0
+    yield_interval_s: float = 0.0
     shortest_first: bool = False
     protect_after_s: float = 0.0
 
@@ -326,6 +329,12 @@ class BackfillPlugin(Plugin, Protocol):
     def interval_s(self) -> float:
         """bf_interval: the least time between two backfill runs the caller should keep
         (0 = every pass). The server's shell and the simulator read it."""
+        ...
+
+    @property
+    def yield_interval_s(self) -> float:
+        """bf_yield_interval: how long one slice of the forecast of expected starts may
+        take (0 = the whole forecast at once); the server's shell reads it."""
         ...
 
     def policy_for(self, partition: str) -> BackfillPolicy | None:

@@ -88,9 +88,14 @@ class MainLoop:
         self._planned: dict[str, bool] = {}  # partition → has a backfill policy
         self._reasons = tuple(each.reason for each in self._counted)  # their shortages
 
-    def run(self, queue: Sequence[Job]) -> None:
-        """Decide every job of ``queue`` (in queue order). This runs for every pending
-        job of every pass: what it reads is in locals, the common paths inline."""
+    def run(
+        self, queue: Sequence[Job], *, depth: int | None = None, max_starts: int | None = None
+    ) -> bool:
+        """Decide the jobs of ``queue`` in queue order: every one, or the first ``depth``
+        (Slurm's default_queue_depth), stopping once ``max_starts`` are placed (Slurm's
+        sched_max_job_start). True when every job was decided; the jobs after a stop are
+        not looked at (no verdict: they keep what the store has). This runs for every
+        pending job of every pass: what it reads is in locals, the common paths inline."""
         framework, ctx = self.framework, self.ctx
         gate = self.gate
         blocked, statuses, verdicts, fit_cache = (
@@ -106,7 +111,14 @@ class MainLoop:
         # A PostFilter plugin may change what PreFilter reads, so profiles with one
         # decide every array element on its own.
         grouping = not framework.profile.post_filter
+        # (a stop is looked for only when one is set: most passes have none)
+        stop = depth is not None or max_starts is not None
+        looked, most, starts = 0, len(queue) if depth is None else depth, max_starts
         for job in queue:
+            if stop:
+                if looked >= most or (starts is not None and len(placed) >= starts):
+                    return False
+                looked += 1
             if claimed and job.id in claimed:
                 self._decide_grouped(claimed[job.id], job)
                 continue
@@ -163,6 +175,7 @@ class MainLoop:
             statuses[job.id] = st
             if not_placed(job, st, stage):
                 self._hand_over_counters(job)
+        return True
 
     def gate(self, job: Job) -> Status | None:
         """The verdict of a job behind its blocked queue (``Priority``), or behind a job

@@ -11,7 +11,7 @@ group placement decides (a het job's components, a job naming several partitions
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -61,18 +61,29 @@ class BackfillResult:
 class Forecast:
     """A stage's forecast, not yet worked out: ``jobs`` (``Planner.to_forecast``: the
     waiting jobs of EASY partitions left without a start) and the planner whose
-    profile, after the stage's decisions, ``starts`` plans them on (ADR 0018)."""
+    profile, after the stage's decisions, ``starts`` plans them on (ADR 0018), in
+    order, all at once or a slice at a time (ADR 0029)."""
 
-    __slots__ = ("_planner", "jobs")
+    __slots__ = ("_done", "_planner", "jobs")
 
     def __init__(self, planner: Planner, jobs: Sequence[Job]) -> None:
         self._planner = planner
         self.jobs = tuple(jobs)
+        self._done = 0  # how many of ``jobs`` have their start
 
-    def starts(self) -> dict[int, float | None]:
-        """Job id → its forecast start (None: none within the window). Once: it uses the
-        profile up."""
-        return self._planner.forecast(self.jobs)
+    @property
+    def left(self) -> tuple[Job, ...]:
+        """The jobs ``starts`` has not planned yet, in order."""
+        return self.jobs[self._done :]
+
+    def starts(self, go_on: Callable[[], bool] | None = None) -> dict[int, float | None]:
+        """Job id → its forecast start (None: none within the window), for the jobs
+        ``left``: every one, or, with ``go_on``, as many as are planned before it says
+        False (one at least; it is asked after each). Each job once: it uses the profile
+        up, and the next call goes on from where this one stopped."""
+        found = self._planner.forecast(self.left, go_on)
+        self._done += len(found)
+        return found
 
 
 def held_for(job: Job, runtime: float, protected: bool) -> float:
@@ -183,6 +194,7 @@ class Planner:
         # the running jobs' rows come from the framework's ledger (written once per job);
         # only their planned ends are asked again
         ledger = self.framework.releases
+        ledger.same_nodes(table)
         ends: list[float] = []
         firsts: list[int] = []
         counts: list[int] = []
@@ -491,14 +503,17 @@ class Planner:
                 wanted.append(job)
         return wanted
 
-    def forecast(self, jobs: Sequence[Job]) -> dict[int, float | None]:
+    def forecast(
+        self, jobs: Sequence[Job], go_on: Callable[[], bool] | None = None
+    ) -> dict[int, float | None]:
         """Expected starts of ``jobs`` (``to_forecast``'s; ``squeue --start``: Slurm's
         backfill gives one to every job it tests): each planned in turn on the stage's
         profile after its decisions, as conservative backfilling would reserve it (a
         group placement's job: where its kind would reserve it); None where none fits
         within the window. Only shown: nothing starts from these plans and no
-        reservation is recorded. Called once, after the pass (``Forecast.starts``): it
-        uses the profile up."""
+        reservation is recorded. Called after the pass (``Forecast.starts``): it uses
+        the profile up. ``go_on``: asked after each job; False stops here (the jobs
+        planned so far are returned, the profile holds them for the next call)."""
         profile = self.profile
         starts: dict[int, float | None] = {}
         kind_of = self.groupings.of
@@ -515,12 +530,14 @@ class Planner:
                     best = (profile.times[found[0]], job, runtime, found[1])
             if best is None:
                 starts[job.id] = None
-                continue
-            start, form, runtime, allocation = best
-            starts[job.id] = start
-            rows = self.ctx.nodes.rows_of(allocation)
-            profile.reserve(start, start + runtime, rows, form.spec.exclusive)
-            self._hold_counts(form, start, start + runtime)
+            else:
+                start, form, runtime, allocation = best
+                starts[job.id] = start
+                rows = self.ctx.nodes.rows_of(allocation)
+                profile.reserve(start, start + runtime, rows, form.spec.exclusive)
+                self._hold_counts(form, start, start + runtime)
+            if go_on is not None and not go_on():
+                break
         return starts
 
     def _hold_counts(self, job: Job, start: float, end: float) -> None:

@@ -49,7 +49,8 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Mapping, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
@@ -89,6 +90,9 @@ class PassResult:
     plugin_seconds: Mapping[tuple[str, str], float] | None = None
     # The backfill stage settled and nothing started: see ``backfill.SettledStage``.
     settled: SettledStage | None = None
+    # Whether the main loop looked at every pending job (False: it stopped at a queue
+    # depth or at its most starts; the jobs after the stop have no verdict here).
+    complete: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,25 +115,38 @@ class Scheduler:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.framework = Framework(profile)
-        # the last pass's forecast, until ``forecast`` asks for it or the next pass begins
+        # the last forecast, until ``forecast`` has planned all of it or a pass that
+        # runs the backfill stage begins
         self._forecast: _KeptForecast | None = None
 
     def schedule(self, snapshot: ClusterSnapshot) -> Plan:
         """One full pass over ``snapshot.pending``."""
         return self.run_pass(snapshot).plan
 
-    def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]:
+    def forecast(self, plan: Plan, *, budget_s: float | None = None) -> tuple[PendingUpdate, ...]:
         """The forecast starts of ``plan.forecasting`` (``squeue --start``: the waiting
         jobs EASY backfill left without a reservation, ADR 0018), as updates of the jobs
-        whose start they change, with the reasons the pass gave them. They are planned
-        on the profile the pass's backfill stage left, after its decisions, which the
-        scheduler keeps until asked (once) or until the next pass begins; () for a plan
-        that is not the last pass's. The server asks after applying the plan: the
-        forecast is not part of the decisions, and not worth delaying them for."""
+        whose start they change, with the reasons the latest pass gave them. They are
+        planned on the profile the backfill stage left, after its decisions; () for a
+        plan that is not the last pass's. The server asks after applying the plan: the
+        forecast is not part of the decisions, and not worth delaying them for.
+
+        ``budget_s`` (the backfill plugin's ``yield_interval_s``; None: no bound): plan
+        jobs, in order, for about that long (one at least), and keep the rest: the next
+        pass that does not run the backfill stage names them in its plan's
+        ``forecasting`` and this goes on from there (ADR 0029). Each job is planned
+        once, on the profile of the pass that ran the stage."""
         kept, self._forecast = self._forecast, None
         if kept is None or (kept.revision, kept.jobs) != (plan.revision, plan.forecasting):
             return ()
-        return kept.updates()
+        go_on = None
+        if budget_s is not None:
+            deadline = time.perf_counter() + budget_s
+            go_on = lambda: time.perf_counter() < deadline  # noqa: E731
+        updates = kept.updates(go_on)
+        if kept.forecast.left:
+            self._forecast = kept
+        return updates
 
     @property
     def backfill_interval_s(self) -> float | None:
@@ -138,6 +155,14 @@ class Scheduler:
         one that backfilled."""
         plugin = self.profile.backfill
         return None if plugin is None else plugin.interval_s
+
+    @property
+    def forecast_slice_s(self) -> float | None:
+        """bf_yield_interval of the profile's Backfill plugin: the ``budget_s`` callers
+        that spread the forecast over cycles give ``forecast`` (None: no backfill, or 0:
+        the whole forecast at once)."""
+        plugin = self.profile.backfill
+        return None if plugin is None or plugin.yield_interval_s <= 0 else plugin.yield_interval_s
 
     def run_pass(
         self,
@@ -148,6 +173,8 @@ class Scheduler:
         explain: bool = True,
         updates: bool = True,
         time_plugins: bool = False,
+        depth: int | None = None,
+        max_starts: int | None = None,
     ) -> PassResult:
         """One pass. ``nodes``: the snapshot's table, kept up to date by the caller (see
         ``PassContext.from_snapshot``); it is consumed. ``backfill=False`` skips the
@@ -167,8 +194,20 @@ class Scheduler:
 
         ``time_plugins=True`` runs the pass with every plugin call timed and returns the
         seconds per (plugin, extension point) in ``plugin_seconds`` (``timing.py``): same
-        decisions, slower, so callers sample it."""
-        self._forecast = None  # (what it holds is the last pass's, whole snapshot included)
+        decisions, slower, so callers sample it.
+
+        ``depth`` (Slurm's default_queue_depth) and ``max_starts`` (sched_max_job_start)
+        bound the main loop: it looks at the first ``depth`` jobs in queue order at most,
+        and stops once it has placed ``max_starts``. A pass that stopped so
+        (``PassResult.complete`` False) decides nothing for the jobs after the stop (no
+        verdict, no update: they keep the reason and expected start the store has), and
+        runs no backfill stage (the held-back jobs keep their expected starts, as with
+        ``backfill=False``): backfill plans the whole queue behind the jobs placed. The
+        jobs it looked at are decided as a full pass decides them: the same placements,
+        in the same order, up to the stop. None (the default): every job."""
+        # a forecast not yet planned whole is carried into a pass that runs no backfill
+        # stage (what it holds is that stage's pass's, whole snapshot included)
+        carried, self._forecast = self._forecast, None
         framework = self.framework
         times: PluginTimes | None = None
         if time_plugins:
@@ -180,12 +219,17 @@ class Scheduler:
         # the whole snapshot included (180 ms of a 50,000-job pass on 10,000 nodes).
         # Reference counting still frees everything at once. Left alone when the caller
         # already turned it off.
+        bounds = (depth, max_starts)
         if not gc.isenabled():
-            result = self._run_pass(framework, snapshot, nodes, backfill, explain, updates)
+            result = self._run_pass(
+                framework, snapshot, nodes, backfill, explain, updates, bounds, carried
+            )
         else:
             gc.disable()
             try:
-                result = self._run_pass(framework, snapshot, nodes, backfill, explain, updates)
+                result = self._run_pass(
+                    framework, snapshot, nodes, backfill, explain, updates, bounds, carried
+                )
             finally:
                 gc.enable()
         return result if times is None else dataclasses.replace(result, plugin_seconds=times)
@@ -198,6 +242,8 @@ class Scheduler:
         backfill: bool,
         explain: bool,
         want_updates: bool,
+        bounds: tuple[int | None, int | None],
+        carried: _KeptForecast | None,
     ) -> PassResult:
         # The pass, stage by stage; each reads what the ones before it left.
         # 1. The context: the node table with every running allocation taken out.
@@ -207,10 +253,12 @@ class Scheduler:
         #    are decided by their group placements, made for this pass.
         framework.new_pass()
         loop = MainLoop(framework, ctx, Groupings((HetGroups(), PartitionLists())), explain=explain)
-        loop.run(framework.sort(snapshot.pending))
+        #    A bounded pass (``depth``, ``max_starts``) may stop before the end.
+        depth, max_starts = bounds
+        complete = loop.run(framework.sort(snapshot.pending), depth=depth, max_starts=max_starts)
         # 3. Backfill: the held-back jobs planned over time; those that delay no
         #    reservation start now, the first blocked ones get reservations.
-        planned, cycle = self._backfill(framework, ctx, loop, backfill, explain)
+        planned, cycle = self._backfill(framework, ctx, loop, backfill and complete, explain)
         loop.placed.extend(planned.placements)
         loop.statuses.update(planned.statuses)
         forecast = planned.forecast if want_updates else None
@@ -233,19 +281,33 @@ class Scheduler:
         else:
             placements = [Placement(job.id, alloc, job.partition) for job, alloc in loop.placed]
         nominated = ctx.data.get(PREEMPTIONS)
+        forecasting: tuple[int, ...] = ()
+        if forecast is not None:
+            forecasting = tuple(j.id for j in forecast.jobs)
+        elif carried is not None and cycle is None and want_updates:
+            # the stage did not run: the last one's forecast goes on where it stopped
+            forecasting = tuple(j.id for j in carried.forecast.left)
         plan = Plan(
             revision=snapshot.revision,
             placements=tuple(placements),
             updates=updates,
             terminations=tuple(loop.terminations),
             preemptions=tuple(nominated.values()) if nominated else (),
-            forecasting=tuple(j.id for j in forecast.jobs) if forecast is not None else (),
+            forecasting=forecasting,
         )
         if forecast is not None:
-            self._forecast = _KeptForecast(plan, forecast, loop.waiting, loop.statuses)
+            self._forecast = _KeptForecast(plan, forecast, loop.statuses)
+        elif forecasting and carried is not None:
+            self._forecast = carried.carried_into(plan, loop.statuses)
         settled = planned.settled if not loop.terminations else None
         return PassResult(
-            plan, loop.statuses, rejections, planned.reservations, cycle, settled=settled
+            plan,
+            loop.statuses,
+            rejections,
+            planned.reservations,
+            cycle,
+            settled=settled,
+            complete=complete,
         )
 
     @staticmethod
@@ -361,25 +423,32 @@ def _changes(
 
 class _KeptForecast:
     """What ``Scheduler.forecast`` needs of the pass that planned ``plan``: the backfill
-    stage's forecast and the reasons the pass gave the waiting jobs; ``revision`` and
-    ``jobs`` say which plan it belongs to."""
+    stage's forecast and the reasons the pass gave the waiting jobs (with those of the
+    later passes it was carried into over them); ``revision`` and ``jobs`` say which
+    plan it belongs to."""
 
-    __slots__ = ("forecast", "jobs", "revision", "statuses", "waiting")
+    __slots__ = ("forecast", "jobs", "revision", "statuses")
 
     def __init__(
-        self,
-        plan: Plan,
-        forecast: Forecast,
-        waiting: Sequence[Job],
-        statuses: Mapping[int, Status],
+        self, plan: Plan, forecast: Forecast, statuses: MutableMapping[int, Status]
     ) -> None:
         self.revision, self.jobs = plan.revision, plan.forecasting
-        self.forecast, self.waiting, self.statuses = forecast, waiting, statuses
+        self.forecast, self.statuses = forecast, statuses
 
-    def updates(self) -> tuple[PendingUpdate, ...]:
-        starts = self.forecast.starts()
+    def carried_into(self, plan: Plan, statuses: dict[int, Status]) -> _KeptForecast:
+        """This forecast, going on in the pass that planned ``plan`` (its verdicts
+        ``statuses``, newer than those kept for the jobs it looked at)."""
+        return _KeptForecast(plan, self.forecast, ChainMap(statuses, self.statuses))
+
+    def updates(self, go_on: Callable[[], bool] | None) -> tuple[PendingUpdate, ...]:
+        """The updates of the next jobs planned (all left, or as many as ``go_on``
+        allows), skipping those a later pass placed."""
+        starts = self.forecast.starts(go_on)
+        statuses = self.statuses
         return tuple(
-            PendingUpdate(job.id, self.statuses[job.id].reason, starts[job.id])
-            for job in self.waiting
-            if job.id in starts and starts[job.id] != job.expected_start
+            PendingUpdate(job.id, statuses[job.id].reason, starts[job.id])
+            for job in self.forecast.jobs
+            if job.id in starts
+            and starts[job.id] != job.expected_start
+            and statuses[job.id].code is not _SUCCESS
         )

@@ -218,7 +218,7 @@ class HalMetrics:
         other services' status callbacks, each a no-op until its service sets it."""
         self.last_cycle_time = 0.0
         # What sdiag adds to the series above (plain numbers, read by hal.server.observe.diag):
-        # the longest pass, the pending jobs handed to the passes, the backfill stage's
+        # the longest pass, the pending jobs the passes looked at, the backfill stage's
         # longest run, when it last ran and the jobs handed to it in all.
         self.cycle_max_s = 0.0
         self.cycle_depth_total = 0
@@ -312,6 +312,8 @@ class HalMetrics:
         if not self.enabled:
             return
         placed = len(result.plan.placements)
+        # the jobs the pass looked at: every pending one, or its queue depth (ADR 0029)
+        self.cycle_depth_total += len(result.statuses)
         errors = 0
         unschedulable = 0
         for (plugin, reason), n in result.rejections.items():
@@ -348,7 +350,6 @@ class HalMetrics:
         self.cycle.observe(stats.last_duration_s)
         self.last_cycle_time = self.clock.now()
         self.cycle_max_s = max(self.cycle_max_s, stats.last_duration_s)
-        self.cycle_depth_total += stats.last_pending
         self.last_queue_length = stats.last_pending
 
     def declare_predictor(self, predictor: str) -> None:

@@ -38,6 +38,7 @@ ARGS = (
     "resolution_s",
     "max_job_test",
     "interval_s",
+    "yield_interval_s",
     "order",
     "predictor",
     "protect_after_s",
@@ -78,6 +79,11 @@ class Backfill:
     def interval_s(self) -> float:
         policies = [self.default, *self.per_partition.values()]
         return min((p.interval_s for p in policies if p is not None), default=0.0)
+
+    @property
+    def yield_interval_s(self) -> float:
+        policies = [self.default, *self.per_partition.values()]
+        return min((p.yield_interval_s for p in policies if p is not None), default=0.0)
 
     def policy_for(self, partition: str) -> BackfillPolicy | None:
         if partition in self.per_partition:
@@ -140,6 +146,8 @@ def new(args: PluginArgs, predictor: Predictor | None = None) -> Backfill:
     resolution_s = 60        # bf_resolution
     max_job_test = 500       # bf_max_job_test per partition (0 = all)
     interval_s = 30          # bf_interval
+    yield_interval_s = 0.5   # bf_yield_interval: the forecast of expected starts in
+                             # slices of this long, one per cycle (0 = whole)
     order = "priority"       # or "shortest": shortest predicted job backfilled first
     protect_after_s = 86400  # once a partition's first waiting job has waited this long,
                              # jobs backfilled before it are planned to their time limit
@@ -168,6 +176,7 @@ def new(args: PluginArgs, predictor: Predictor | None = None) -> Backfill:
         "resolution_s": _number(args, "resolution_s", 60.0),
         "max_job_test": int(_number(args, "max_job_test", 500, integer=True)),
         "interval_s": _number(args, "interval_s", 30.0),
+        "yield_interval_s": _number(args, "yield_interval_s", 0.5),
         "shortest_first": order == "shortest",
         "protect_after_s": _number(args, "protect_after_s", 86_400.0),
     }

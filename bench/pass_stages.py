@@ -1,0 +1,236 @@
+"""What one scheduling cycle of the server costs, stage by stage, at ``hal bench scale``'s
+size without its server: a real ``Cluster`` over the memory store holding N nodes of 16
+CPUs (partition ``bulk``) and P pending jobs of the scale bench's mix (``MIX``: half of
+them 1-CPU, then 1/8, 1/4, 1/2 and whole nodes; 600 s limits), scheduled by the server's
+own profile for that config and its ``PacedScheduler``. Stages, each timed on its own
+(CPU seconds of one process, so that a loaded machine's figures compare; no event loop
+competing):
+
+* ``snapshot``: ``cluster.snapshot()`` and ``fill_related`` (the loop's, before a pass);
+* ``main`` and ``backfill``: the pass (``PacedScheduler.run_pass``; backfill's part from
+  ``PassResult.backfill``), the context, changes and plan counted in ``main``;
+* ``forecast``: the expected starts of the plan's ``forecasting`` jobs (after applying);
+* ``apply``: ``cluster.apply_plan`` of the plan (starts, capped by ``max_job_starts``, and
+  reason updates), then of the forecast's updates.
+
+Two scenes, as the live bench meets them: ``open`` (every node idle, the whole queue
+pending: the passes right after the partition opens, each placing more jobs than
+``max_job_starts`` lets start) and ``full`` (the nodes full of running jobs, the queue
+behind them: a pass after a few jobs ended). Each scene runs a cycle at each of ``AT`` on
+the virtual clock: a full pass (backfill due), passes triggered by events one second
+apart, and the next backfill pass. The cycles are run once with ``[scheduler]`` as the config gives
+it and once with ``--set KEY=VALUE`` settings over it (e.g. ``default_queue_depth=0``:
+every pass full, as before the queue depth came)::
+
+    python bench/pass_stages.py [--nodes N] [--jobs P] [--set k=v ...] [--base k=v ...]
+
+Prints one JSON object: per scene and per settings, each cycle's stages and the longest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from hal.config.model import HalConfig, config_from_dict
+from hal.core.clock import VirtualClock
+from hal.core.job import Job
+from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+from hal.scheduler.service import PacedScheduler
+from hal.server.control_plane import server_scheduler
+from hal.server.profile import server_profile
+from hal.state.agents import AgentSession
+from hal.state.cluster import Cluster
+from hal.state.memory_store import MemoryStateStore
+from hal.testing import make_job
+from hal.testing.builders import make_node
+from hal.testing.mirror import store
+
+T = TypeVar("T")
+CPUS = 16
+NOW = 1_000_000.0
+# when each cycle runs, seconds after the first: a full pass (backfill due), passes
+# woken by events a second apart, then the next backfill pass (bf_interval, 30 s)
+AT = (0.0, 1.0, 2.0, 3.0, 31.0)
+_BOUNDS = {
+    "queue_depth": "scheduler_default_queue_depth",
+    "sched_interval_s": "scheduler_sched_interval_s",
+    "max_starts": "scheduler_max_job_starts",
+}
+# (share, CPUs as a fraction of a node: 0 = one CPU): hal.bench.scale.MIX
+MIX = ((0.50, 0.0), (0.20, 0.125), (0.15, 0.25), (0.10, 0.5), (0.05, 1.0))
+
+
+def _config(nodes: int, settings: Mapping[str, object]) -> HalConfig:
+    raw: dict[str, Any] = {
+        "cluster_name": "bench",
+        "partitions": [{"name": "bulk", "default": True, "nodes": f"emu[1-{nodes}]"}],
+        "scheduler": {"predictor": "user", **settings},
+    }
+    return config_from_dict(raw, "bench")
+
+
+def _widths(count: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    widths = [max(1, round(f * CPUS)) for _, f in MIX]
+    return rng.choices(widths, [s for s, _ in MIX], k=count)
+
+
+def _cluster(nodes: int, jobs: int, full: bool, settings: Mapping[str, object]) -> Cluster:
+    clock = VirtualClock(NOW)
+    cluster = Cluster(MemoryStateStore(), _config(nodes, settings), clock)
+    asyncio.run(cluster.load())
+    for n in range(1, nodes + 1):
+        name = f"emu{n}"
+        cluster.nodes[name] = make_node(name).cpus(CPUS).mem_gib(64).build()
+        cluster.agent_sessions[name] = AgentSession(name)
+    made: list[Job] = []
+    next_id = 1
+    if full:  # every node's CPUs held by jobs of the mix, started over the last 10 min
+        rng = random.Random(3)
+        for n in range(1, nodes + 1):
+            free = CPUS
+            for width in _widths(CPUS, n):
+                if width > free:
+                    continue
+                free -= width
+                start = NOW - rng.uniform(0, 500)
+                made.append(
+                    make_job(next_id)
+                    .partition("bulk")
+                    .cpus(width)
+                    .mem_gib(width)
+                    .limit(600)
+                    .running_on(f"emu{n}", start=start)
+                    .build()
+                    .evolve(launched=True)
+                )
+                next_id += 1
+    for k, width in enumerate(_widths(jobs, 7)):
+        made.append(
+            make_job(next_id)
+            .partition("bulk")
+            .cpus(width)
+            .mem_gib(width)
+            .limit(600)
+            .submitted(NOW - 300 + k * 0.001)
+            .build()
+        )
+        next_id += 1
+    store(cluster, *made)
+    return cluster
+
+
+def _timed(fn: Callable[..., T], *args: Any) -> tuple[T, float, float]:
+    t, c = time.perf_counter(), time.process_time()
+    out = fn(*args)
+    return out, time.perf_counter() - t, time.process_time() - c
+
+
+def _cycles(cluster: Cluster) -> list[dict[str, Any]]:
+    config = cluster.config
+    scheduler = server_scheduler(config, server_profile(config), _user_predictor())
+    paced = PacedScheduler(scheduler)
+    # the bounds as the server sets them (``HalServer._bound_passes``); a tree without
+    # them (run with its PYTHONPATH) passes every job each time
+    for name, field in _BOUNDS.items():
+        if hasattr(paced, name):
+            setattr(paced, name, getattr(config, field))
+    clock = cluster.clock
+    assert isinstance(clock, VirtualClock)
+    out: list[dict[str, Any]] = []
+    for at in AT:
+        clock.advance(NOW + at - clock.now())
+        row: dict[str, Any] = {"at_s": at}
+        snap, wall, cpu = _timed(_snapshot, cluster)
+        row["snapshot_s"] = round(cpu, 3)
+        row["pending"] = len(snap.pending)
+        result, wall, cpu = _timed(paced.run_pass, snap)
+        backfill = result.backfill.duration_s if result.backfill is not None else 0.0
+        # (backfill's share of the pass's CPU: its share of the wall time)
+        share = backfill / wall if wall > 0 else 0.0
+        row["main_s"] = round(cpu * (1 - share), 3)
+        row["backfill_s"] = round(cpu * share, 3)
+        row["pass_wall_s"] = round(wall, 3)
+        row["looked_at"] = len(result.statuses)
+        plan = result.plan
+        row["placed"] = len(plan.placements)
+        row["updates"] = len(plan.updates)
+        applied, _, cpu = _timed(_apply, cluster, plan)
+        row["started"] = len(applied)
+        row["apply_s"] = round(cpu, 3)
+        updates, wall, cpu = _timed(paced.forecast, plan)
+        row["forecast_s"] = round(cpu, 3)
+        row["forecast_wall_s"] = round(wall, 3)
+        row["forecast_updates"] = len(updates)
+        if updates:
+            _, _, cpu = _timed(_apply, cluster, Plan(plan.revision, updates=updates))
+            row["apply_s"] = round(row["apply_s"] + cpu, 3)
+        # what /v1/diag's longest cycle counts: the pass and the forecast
+        row["cycle_s"] = round(row["main_s"] + row["backfill_s"] + row["forecast_s"], 3)
+        out.append(row)
+    return out
+
+
+def _snapshot(cluster: Cluster) -> ClusterSnapshot:
+    return asyncio.run(cluster.fill_related(cluster.snapshot()))
+
+
+def _apply(cluster: Cluster, plan: Plan) -> list[int]:
+    return asyncio.run(cluster.apply_plan(plan))
+
+
+def _user_predictor() -> Any:
+    from hal.predict import planning_predictor
+
+    return planning_predictor("user", "default")
+
+
+def _settings(pairs: list[str]) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        found[key] = json.loads(value)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--base", action="append", default=[], help="[scheduler] k=v, both")
+    parser.add_argument("--set", action="append", default=[], help="[scheduler] k=v, second")
+    parser.add_argument("--scene", choices=("open", "full", "both"), default="both")
+    ns = parser.parse_args()
+    base = _settings(ns.base)
+    variants = {"config": base}
+    if ns.set:
+        variants["set"] = {**base, **_settings(ns.set)}
+    report: dict[str, Any] = {"nodes": ns.nodes, "jobs": ns.jobs, "settings": variants}
+    scenes = ("open", "full") if ns.scene == "both" else (ns.scene,)
+    gc.freeze()
+    for scene in scenes:
+        for name, settings in variants.items():
+            built, wall, _ = _timed(_cluster, ns.nodes, ns.jobs, scene == "full", settings)
+            running = sum(1 for j in built.jobs.values() if j.state.is_active)
+            cycles = _cycles(built)
+            report[f"{scene}/{name}"] = {
+                "build_s": round(wall, 1),
+                "running": running,
+                "cycles": cycles,
+                "longest_cycle_s": max(c["cycle_s"] for c in cycles),
+            }
+            print(json.dumps({scene + "/" + name: report[f"{scene}/{name}"]}), flush=True)
+            del built
+            gc.collect()
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
