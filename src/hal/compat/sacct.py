@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from hal.client.records import replaced
 from hal.compat.formats import (
@@ -54,7 +54,9 @@ from hal.slurm.syntax import (
     parse_begin,
     parse_time_limit,
 )
-from hal.wire.jobs import JobInfo, StepRecord
+
+if TYPE_CHECKING:  # (the jobs are records: see ``hal.compat``)
+    from hal.wire.jobs import JobInfo, StepRecord
 
 DEFAULT_FIELDS = "jobid,jobname,partition,account,alloccpus,state,exitcode"
 BRIEF_FIELDS = "jobid,state,exitcode"
@@ -124,7 +126,7 @@ _NO_LIMIT_MINUTES = 0xFFFFFFFE
 
 # (job, the step of the line: "" for the job's, "batch", or a step id "0"..., now); a
 # numbered step's line gets a copy of its job with the step's values (``_step_view``)
-Column = Callable[[JobInfo, str, float], str]
+Column = Callable[["JobInfo", str, float], str]
 ColumnT = TypeVar("ColumnT")
 
 
@@ -635,7 +637,7 @@ def sacct(argv: list[str], console: Console) -> int:
         return 0
     try:
         if not request.users and not request.all_users and not request.ids:
-            me = console.client.whoami()
+            me = console.client.whoami(validate=False)
             if not me.admin:
                 request.users = [me.name]
         request.fields = _with_cluster(request.fields, console)

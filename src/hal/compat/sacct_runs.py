@@ -12,9 +12,13 @@ to the run its start falls in).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hal.client.records import replaced
 from hal.core.states import STATE_CODES
-from hal.wire.jobs import JobInfo, JobRun, StepRecord
+
+if TYPE_CHECKING:  # (sacct reads records, not pydantic's models: their import is its start)
+    from hal.wire.jobs import JobInfo, JobRun, StepRecord
 
 _CODES = {state.value: code for state, code in STATE_CODES.items()} | {"REQUEUED": "RQ"}
 # a record's ``suspended_seconds`` where its own is unknown: the server keeps one sum for

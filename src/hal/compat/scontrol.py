@@ -20,8 +20,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
 from hal.compat.formats import (
     duration_long,
     limit_long,
@@ -52,9 +50,9 @@ from hal.slurm.syntax import (
     parse_memory,
     parse_nodes,
 )
-from hal.wire.jobs import JobInfo, JobUpdate
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (``show job`` reads records: pydantic is imported by an update only)
+    from hal.wire.jobs import JobInfo, JobUpdate
     from hal.wire.nodes import NodeInfo, PartitionInfo, TopologyInfo
 
 # The modules of scontrol's less common commands (nodes, reservations, config, steps,
@@ -259,9 +257,9 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
     if what in ("job", "jobs"):
         try:
             jobs = (
-                client.jobs(ids=[target], include_finished=True)
+                client.jobs(ids=[target], include_finished=True, validate=False)
                 if target
-                else client.jobs(include_finished=True)
+                else client.jobs(include_finished=True, validate=False)
             )
         except NotFound:
             jobs = []
@@ -669,6 +667,10 @@ def _update(args: list[str], console: Console) -> int:
 
 
 def _job_update(changes: dict[str, object]) -> JobUpdate:
+    from pydantic import ValidationError
+
+    from hal.wire.jobs import JobUpdate
+
     try:
         return JobUpdate.model_validate(changes)
     except ValidationError as err:  # each field's own words, not pydantic's whole report

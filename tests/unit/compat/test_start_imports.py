@@ -242,3 +242,25 @@ def test_squeue_starts_lean(hal: FakeHal, tmp_path: Path, argv: list[str], out: 
     assert out in done.stdout
     assert "hal.compat.squeue" in modules
     assert_lean(modules)
+
+
+@pytest.mark.parametrize(
+    ("argv", "out"),
+    [
+        (["sacct", "-X", "-n", "-o", "JobID,State", "-j", "7"], "RUNNING"),
+        (["sacct", "-X", "-P", "-o", "JobID,JobName"], "7|sim"),  # the caller's jobs (whoami)
+        (["scontrol", "show", "job", "7"], "JobState=RUNNING"),
+        (["scontrol", "-o", "show", "job"], "JobName=post"),
+    ],
+)
+def test_sacct_and_scontrol_show_job_read_records(
+    hal: FakeHal, tmp_path: Path, argv: list[str], out: str
+) -> None:
+    """The commands the live tests and the workflow tools run most after these two read
+    the jobs as records too: without pydantic and the wire schemas (a third of their
+    start-up); the standard library's modules they load are not held to sbatch's rule."""
+    done, modules = run(hal, tmp_path, *argv)
+    assert done.returncode == 0, done.stderr
+    assert out in done.stdout
+    assert f"hal.compat.{argv[0]}" in modules
+    assert_lean(modules, stdlib=False)
