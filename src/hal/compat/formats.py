@@ -60,6 +60,36 @@ def timestamp(when: float | None, missing: str = "N/A") -> str:
     return datetime.fromtimestamp(when).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def timestamps(values: Sequence[float | None], missing: str = "N/A") -> list[str]:
+    """``timestamp`` of each of ``values``, each local minute formatted once (a queue's
+    submit times are as many floats as jobs). A time whose microseconds round up into
+    the next second (``datetime`` rounds them half to even), one before 1970 or past the
+    year 6325, and one in a minute that does not run from :00 to :59 locally (a zone's
+    offset in seconds, a change of offset within it) is formatted alone."""
+    minutes: dict[int, str] = {}  # minute → its local text less the seconds ("" none)
+    shown: dict[float | None, str] = {None: missing}
+    for when in set(values):
+        if when is None:
+            continue
+        if 0 <= when < 2**37 and when - int(when) < 0.999999:
+            minute, second = divmod(int(when), 60)
+            head = minutes.get(minute)
+            if head is None:
+                head = minutes[minute] = _minute_head(minute * 60)
+            shown[when] = f"{head}{second:02d}" if head else timestamp(int(when))
+        else:
+            shown[when] = timestamp(when)
+    return list(map(shown.__getitem__, values))
+
+
+def _minute_head(start: int) -> str:
+    """``timestamp`` of the minute from ``start`` less its seconds, where its 60 seconds
+    are :00 to :59 of one local minute; "" where not."""
+    first = timestamp(start)
+    head = first[:-2]
+    return head if first.endswith("00") and timestamp(start + 59) == head + "59" else ""
+
+
 def memory_mib(size_bytes: int) -> str:
     """Slurm's ``convert_num_unit`` from MiB: ``50M``, ``4G``, ``1.50G``, ``0``.
 
@@ -269,9 +299,11 @@ def render_columns(
     ``REQ_NODES`` is cut); ``uncut`` is asked of ``uncut_letters``' values only (default:
     every letter's). Left-aligned columns cut every value.
 
-    Each distinct value of a column is laid out once (a queue of 100,000 jobs has few
-    partitions, users, states and reasons), with the literal text before it, and the
-    lines are joined column by column.
+    The rows are laid out by one ``%`` format of the whole line (``%18.18s``: padded
+    and cut; ``%18s``: padded only), its arguments the columns zipped: no call a row or
+    a value. A column whose values are cut or not by ``uncut`` has each distinct value
+    (a queue of 100,000 jobs has few node lists and reasons) cut beforehand where it is
+    cut, and is padded only.
     """
     empty = [""] * count
     widths: dict[int, int] = {}
@@ -294,31 +326,27 @@ def render_columns(
         lines.append("".join(out))
     if not count:
         return lines
+    specs: list[str] = []  # the line's format: literal text (``%`` doubled) and columns
     laid: list[list[str]] = []
-    text = ""  # the literal text before the next column, laid out with its values
     for index, part in enumerate(layout):
         if isinstance(part, str):
-            text += part
+            specs.append(part.replace("%", "%%"))
             continue
         values = columns.get(part.letter, empty)
         width = widths.get(index, part.width)
-        distinct = set(values)
-        # (no call a value: a column of ids has as many as jobs)
         if width <= 0:
-            shown = {value: text + value for value in distinct}
-        elif part.right:
-            shown = {value: text + value[:width].rjust(width) for value in distinct}
+            specs.append("%s")
+        elif part.right and uncut is not None and part.letter in uncut_letters:
+            cut = {v: v if uncut(part.letter, v) else v[:width] for v in set(values)}
+            values = list(map(cut.__getitem__, values))
+            specs.append(f"%{width}s")
         else:
-            shown = {value: text + value[:width].ljust(width) for value in distinct}
-        if part.right and width > 0 and uncut is not None and part.letter in uncut_letters:
-            for value in distinct:
-                if uncut(part.letter, value):
-                    shown[value] = text + value.rjust(width)
-        laid.append(list(map(shown.__getitem__, values)))
-        text = ""
-    if text:
-        laid.append([text] * count)
-    lines.extend(map("".join, zip(*laid, strict=True)) if laid else empty)  # (no column)
+            specs.append(f"%{'' if part.right else '-'}{width}.{width}s")
+        laid.append(values)
+    if not laid:  # (no column: each line the literal text)
+        lines.extend(["".join(part for part in layout if isinstance(part, str))] * count)
+        return lines
+    lines.extend(map("".join(specs).__mod__, zip(*laid, strict=True)))
     return lines
 
 

@@ -369,6 +369,15 @@ PLAIN_LETTERS: dict[str, str] = {
     "stderr": "stderr",
 }
 
+# The columns that show one field as a timestamp (``timestamp``): laid out by
+# ``formats.timestamps``, each whole second formatted once (test_squeue_layout.py checks
+# each against its column)
+TIME_LETTERS: dict[str, str] = {
+    "V": "submit_time",
+    "eligibletime": "eligible_time",
+    "preempttime": "preempt_time",
+}
+
 # -O/--Format names (case-insensitive) → letter (or the key of a column -o has no letter
 # for). Every -O column defaults to 20 characters, left-aligned, as squeue's.
 LONG_FIELDS: dict[str, str] = {

@@ -76,6 +76,38 @@ def running(id: int, **changes: Any) -> JobInfo:
     return job(id, **values)
 
 
+def job_shapes() -> list[JobInfo]:
+    """A queue of jobs in every shape a squeue column reads differently."""
+    return [
+        job(3, account="physics", qos="high", comment="note", licenses="matlab:1"),
+        *[
+            job(7 + i, array_job_id=4, array_task_id=i, array_max_running=2, name="arr")
+            for i in (1, 2, 3)
+        ],
+        job(6, reason="Dependency", dependency_state="afterok:5(unfulfilled)"),
+        job(12, expected_start=T0 + 600, time_limit_seconds=7200, reservation="maint"),
+        running(2, name="runner", time_limit_seconds=3600, user="alice", partition="gpu"),
+        running(
+            13,
+            nodes=["vm1", "vm2"],
+            node_count=2,
+            gpus=4,
+            memory_whole_node=True,
+            exclusive=True,
+            script_path="/home/root/job.sh",
+            script_args=["a", "b"],
+            het_job_id=13,
+            het_job_offset=0,
+            het_job_id_set="13-14",
+            constraint=["ib"],
+        ),
+        running(15, state="SUSPENDED", suspended_seconds=30.0, wckey="w", restarts=1),
+        job(1, state="FAILED", reason="NonZeroExitCode", start_time=T0, end_time=T0 + 5),
+        job(11, state="CANCELLED", reason="None", end_time=T0 + 5),
+        job(16, partition="debug,gpu", req_nodes=["vm1"], exc_nodes=["vm2"], nice=5),
+    ]
+
+
 def requeued_run(node: str = "vm") -> JobRun:
     """A job's first run, ended by a requeue 50 s before ``T0`` (sacct -D's earlier run)."""
     return JobRun(

@@ -6,49 +6,18 @@ over a queue of jobs in every shape a column reads differently."""
 from __future__ import annotations
 
 import pytest
-from compat_fakes import T0, FakeClient, call, job, node, running
+from compat_fakes import T0, FakeClient, call, job_shapes, node
 
 from hal.compat.job_fields import JOB_LETTERS, LETTER_FIELDS, LONG_FIELDS
 from hal.compat.squeue import SORT_LETTERS, parse_query, query_fields
 from hal.wire.jobs import JobInfo
 
 
-def queue() -> list[JobInfo]:
-    return [
-        job(3, account="physics", qos="high", comment="note", licenses="matlab:1"),
-        *[
-            job(7 + i, array_job_id=4, array_task_id=i, array_max_running=2, name="arr")
-            for i in (1, 2, 3)
-        ],
-        job(6, reason="Dependency", dependency_state="afterok:5(unfulfilled)"),
-        job(12, expected_start=T0 + 600, time_limit_seconds=7200, reservation="maint"),
-        running(2, name="runner", time_limit_seconds=3600, user="alice", partition="gpu"),
-        running(
-            13,
-            nodes=["vm1", "vm2"],
-            node_count=2,
-            gpus=4,
-            memory_whole_node=True,
-            exclusive=True,
-            script_path="/home/root/job.sh",
-            script_args=["a", "b"],
-            het_job_id=13,
-            het_job_offset=0,
-            het_job_id_set="13-14",
-            constraint=["ib"],
-        ),
-        running(15, state="SUSPENDED", suspended_seconds=30.0, wckey="w", restarts=1),
-        job(1, state="FAILED", reason="NonZeroExitCode", start_time=T0, end_time=T0 + 5),
-        job(11, state="CANCELLED", reason="None", end_time=T0 + 5),
-        job(16, partition="debug,gpu", req_nodes=["vm1"], exc_nodes=["vm2"], nice=5),
-    ]
-
-
 def both(*argv: str) -> tuple[str, str]:
     """squeue's output with the fields it asks for, and with every field."""
     nodes = [node(name) for name in ("vm", "vm1", "vm2")]
-    some = FakeClient(job_list=queue(), node_list=nodes)
-    every = FakeClient(job_list=queue(), node_list=nodes, fields=False)
+    some = FakeClient(job_list=job_shapes(), node_list=nodes)
+    every = FakeClient(job_list=job_shapes(), node_list=nodes, fields=False)
     asked, whole = call(some, "squeue", *argv), call(every, "squeue", *argv)
     assert asked.rc == whole.rc == 0, asked.err
     assert some.jobs_calls[-1]["fields"] is not None  # (the fields were asked for)
@@ -59,7 +28,7 @@ def both(*argv: str) -> tuple[str, str]:
 def test_every_format_letter_shows_the_same_with_the_fields_it_asks_for(letter: str) -> None:
     asked, whole = both("-t", "all", "-r", "-o", f"%i %{letter}")
     assert asked == whole
-    assert len(asked.splitlines()) == 1 + len(queue())
+    assert len(asked.splitlines()) == 1 + len(job_shapes())
 
 
 @pytest.mark.parametrize("name", sorted(LONG_FIELDS))
@@ -120,7 +89,7 @@ def test_a_plain_column_is_its_field_as_it_is() -> None:
 
     for letter, name in PLAIN_LETTERS.items():
         assert LETTER_FIELDS[letter] == (name,)
-        for info in queue():
+        for info in job_shapes():
             assert JOB_LETTERS[letter][1](info, T0) == getattr(info, name), letter
 
 
@@ -128,7 +97,7 @@ def test_a_sort_key_read_as_a_field_is_its_number() -> None:
     from hal.compat.squeue import _SORT_FIELD, _SORT_NUMBERS
 
     for letter, name in _SORT_FIELD.items():
-        for info in queue():
+        for info in job_shapes():
             assert _SORT_NUMBERS[letter](info, T0) == getattr(info, name), letter
 
 
