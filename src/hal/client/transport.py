@@ -239,13 +239,21 @@ class Transport:
         return line
 
     def _read_exact(self, size: int) -> bytes:
-        while len(self._buf) < size:
-            chunk = self._sock.recv(max(65536, size - len(self._buf)))
-            if not chunk:
+        if len(self._buf) >= size:
+            data, self._buf = self._buf[:size], self._buf[size:]
+            return data
+        # received into one buffer of its size: adding each chunk to the bytes read so
+        # far copies them all again (a job list of 20 MB: hundreds of chunks)
+        whole = bytearray(size)
+        view = memoryview(whole)
+        have = len(self._buf)
+        view[:have], self._buf = self._buf, b""
+        while have < size:
+            got = self._sock.recv_into(view[have:], size - have)
+            if not got:
                 raise TransportError("connection closed in the middle of a response")
-            self._buf += chunk
-        data, self._buf = self._buf[:size], self._buf[size:]
-        return data
+            have += got
+        return bytes(whole)
 
     def _read_response(self, method: str) -> Response:
         head = self._read_until(b"\r\n\r\n").decode("latin-1")
