@@ -11,7 +11,9 @@ seconds), ``squeue -o "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R %Q %V"`` once, th
 list of every field (``GET /v1/jobs``: wall, bytes) and, in this tree, the list of
 squeue's fields. The server's CPU per ``squeue`` is read from its process. The first
 ``squeue`` after the server's start (it builds every job's JSON) is reported apart.
-Prints one JSON object::
+Then ``hal squeue`` as a user runs it, a process of its own (its default format and the
+``-o`` above, ``--samples`` times each): wall, the process's CPU, the server's CPU, and
+the output's SHA-256 (the same in both trees: the same lines). Prints one JSON object::
 
     python bench/squeue_path.py [--jobs 20000 100000] [--samples 7] [--before ../main/src]
 """
@@ -19,10 +21,12 @@ Prints one JSON object::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -80,8 +84,9 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ordered), 3), "p99": round(p99, 3)}
 
 
-def client(url: str, token: str, samples: int, server_pid: int) -> dict[str, Any]:
-    """In a client process of the tree measured: the figures of one server."""
+def client(url: str, token: str, samples: int, server_pid: int, other: str) -> dict[str, Any]:
+    """In a client process of the tree measured: the figures of one server (``other``:
+    the src/ of another tree whose ``hal squeue`` must print the same, or "")."""
     import httpx
     import psutil
 
@@ -123,6 +128,41 @@ def client(url: str, token: str, samples: int, server_pid: int) -> dict[str, Any
             size = len(got.content)
         return round(times[0], 3), _percentiles(times[1:]), size
 
+    def command(*argv: str, src: str | None = None) -> tuple[float, float, float, str]:
+        """``hal squeue ARGV`` in a process of its own (of the tree at ``src``, default
+        this one): wall, its CPU, the server's, and the SHA-256 of what it printed."""
+        env = {**os.environ, "HAL_URL": url, "HAL_TOKEN": token}
+        if src is not None:
+            env["PYTHONPATH"] = src
+        served = sum(server.cpu_times()[:2])
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "hal.cli.main", "squeue", *argv],
+            env=env,
+            capture_output=True,
+            check=True,
+            timeout=900,
+        )
+        wall = time.perf_counter() - wall
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
+        digest = hashlib.sha256(done.stdout).hexdigest()
+        return wall, cpu, sum(server.cpu_times()[:2]) - served, digest
+
+    def as_run(*argv: str) -> dict[str, Any]:
+        runs = [command(*argv) for _ in range(samples)]
+        out: dict[str, Any] = {
+            "s": _percentiles([r[0] for r in runs]),
+            "cpu_s": _percentiles([r[1] for r in runs]),
+            "server_cpu_s": _percentiles([r[2] for r in runs]),
+            "sha256": sorted({r[3] for r in runs}),
+        }
+        if other:  # the other tree's command against this server, right after
+            out["same_as_other_tree"] = command(*argv, src=other)[3] == runs[-1][3]
+        return out
+
+    commands = {"hal_squeue": as_run(), "hal_squeue_10_columns": as_run("-o", SHOWN)}
     cold, warm, size = listing({})
     out: dict[str, Any] = {
         "lines": lines,
@@ -135,6 +175,7 @@ def client(url: str, token: str, samples: int, server_pid: int) -> dict[str, Any
         "rest_list_first_s": cold,
         "rest_list_s": warm,
         "rest_list_bytes": size,
+        **commands,
     }
     try:
         from hal.compat.squeue import parse_query, query_fields
@@ -148,8 +189,11 @@ def client(url: str, token: str, samples: int, server_pid: int) -> dict[str, Any
     return out
 
 
-def _measure(src: Path, db: str, work: Path, token: str, samples: int) -> dict[str, Any]:
-    """``hal server`` of the tree at ``src`` on ``db``, and its client's figures."""
+def _measure(
+    src: Path, db: str, work: Path, token: str, samples: int, other: Path | None
+) -> dict[str, Any]:
+    """``hal server`` of the tree at ``src`` on ``db``, and its client's figures (with
+    whether the tree at ``other``, if any, prints the same)."""
     sys.path.insert(0, str(SRC))
     from hal.testing.live import free_port, stop_process, wait_until
 
@@ -180,7 +224,10 @@ def _measure(src: Path, db: str, work: Path, token: str, samples: int) -> dict[s
 
         wait_until(healthy, timeout=900, interval=0.5, message="the server to answer")
         measured = subprocess.run(
-            [sys.executable, str(HERE), "--client", url, token, str(samples), str(server.pid)],
+            [
+                *(sys.executable, str(HERE), "--client", url, token, str(samples)),
+                *(str(server.pid), "--other", str(other or "")),
+            ],
             env=env,
             capture_output=True,
             text=True,
@@ -214,10 +261,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=7)
     parser.add_argument("--before", type=Path, help="another tree's src/, measured first")
     parser.add_argument("--client", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--other", default="", help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.client:
         url, token, samples, pid = ns.client
-        print(json.dumps(client(url, token, int(samples), int(pid))))
+        print(json.dumps(client(url, token, int(samples), int(pid), ns.other)))
         return
     sys.path.insert(0, str(SRC))
     trees = ([("before", ns.before.resolve())] if ns.before else []) + [("now", SRC)]
@@ -231,7 +279,8 @@ def main() -> None:
             token = _fill(db, count)
             row: dict[str, Any] = {"fill_s": round(time.perf_counter() - t, 1)}
             for name, src in trees:
-                row[name] = _measure(src, db, work, token, ns.samples)
+                other = next((o for n, o in trees if n != name), None)
+                row[name] = _measure(src, db, work, token, ns.samples, other)
                 print(f"{count} jobs, {name}: {json.dumps(row[name])}", file=sys.stderr)
             result[str(count)] = row
     result["load_after"] = os.getloadavg()
