@@ -163,11 +163,11 @@ def test_timestamps_are_each_times_timestamp_in_every_zone(name: str) -> None:
     os.environ["TZ"] = name
     time.tzset()
     values: list[float | None] = [None, 0.0, 1.9999996, 59.9999994, -3.5, 2.0**37 + 0.5]
-    values += [63_000_000 + k * 7.25 for k in range(20_000)]  # 1972: Monrovia's change
-    values += [T0 + k * 0.37 for k in range(2_000)] + [float(s) for s in range(0, 2**31, 86_413)]
-    # the last weekends of March and October 2026, summer time in Europe
-    values += [1_774_746_000 + k * 0.5 for k in range(-8_000, 8_000)]
-    values += [1_792_890_000 + k * 0.5 for k in range(-8_000, 8_000)]
+    values += [63_593_070 + k * 7.25 for k in range(-4_000, 4_000)]  # Monrovia's change
+    values += [T0 + k * 0.37 for k in range(2_000)] + [float(s) for s in range(0, 2**31, 345_653)]
+    # summer time in Europe: its start and end in 2026 (01:00 UTC)
+    for change in (1_774_746_000, 1_792_890_000):
+        values += [change + k * 1.3 for k in range(-3_000, 3_000)]
     got = timestamps(values, missing="Unknown")
     assert got == [timestamp(v, "Unknown") for v in values]
     assert got[0] == "Unknown"
