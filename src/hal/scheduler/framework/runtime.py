@@ -729,8 +729,9 @@ class Framework:
                 # (``weight`` is None where no multiply is needed: see ``_scorer``)
                 weighted = scores if weight is None else scores * weight
                 parts[name] = weighted
-                # (a new array: ``parts`` keeps each plugin's own)
-                total = weighted if total is None else total + weighted
+                # (a new array: ``parts`` keeps each plugin's own; ``np.add``: the
+                # same ufunc as ``+`` without the operator's checks for overrides)
+                total = weighted if total is None else np.add(total, weighted)
         except Exception:
             self._current = name  # (named only when it raises: see ``_pre_filters``)
             raise
