@@ -6,10 +6,12 @@ each, then runs PASSES more of one of them, each on a new snapshot as the bench 
 Run it under callgrind with 0 and with 3 passes: the difference over 3 is one pass's
 instructions, steady on a shared machine where CPU time varies by 15 %. ``neutral`` runs
 the plugin on a matrix where nothing clashes (every score 100): the same placements as
-``off``, no notes, so ``neutral`` less ``off`` is the plugin's own work::
+``off``, no notes, so ``neutral`` less ``off`` is the plugin's own work. ``cold`` runs
+``on`` with no row's scores kept from an earlier pass (``MIXES_KEPT`` 0: as in the first
+pass after the model changed the matrix)::
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        python bench/dissonance_pass_instructions.py off 0    # (then off 3, on 3, neutral 3)
+        python bench/dissonance_pass_instructions.py off 0    # (then off 3, on 3, neutral 3...)
 
 ``--gate PATH`` counts the passes alone, and faster (the workload is built at valgrind's
 plain speed): the snapshots are made first, the heap frozen (``gc.freeze``: a full
@@ -34,11 +36,12 @@ import time
 
 from hal.bench.dissonance_pass import _snapshot, classed_workload, schedulers
 from hal.core.profiles import CLASSES
+from hal.scheduler.plugins.dissonance import plugin
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("off", "on", "neutral"))
+    parser.add_argument("mode", choices=("off", "on", "neutral", "cold"))
     parser.add_argument("passes", type=int)
     parser.add_argument("--gate", help="PATH: write PATH.ready, wait for PATH.go")
     ns = parser.parse_args()
@@ -48,7 +51,10 @@ def main() -> None:
     on.run_pass(_snapshot(workload, 0, view), backfill=True)
     calm = {c: dict.fromkeys(CLASSES, 1.0) for c in CLASSES}
     neutral = dataclasses.replace(view, slowdown=calm)
-    scheduler, v = {"on": (on, view), "neutral": (on, neutral), "off": (off, None)}[ns.mode]
+    if ns.mode == "cold":
+        plugin.MIXES_KEPT = 0  # (each pass's first Score drops the mixes kept before)
+    modes = {"on": (on, view), "cold": (on, view), "neutral": (on, neutral), "off": (off, None)}
+    scheduler, v = modes[ns.mode]
     if ns.gate:
         snaps = [
             _snapshot(dataclasses.replace(workload, running=tuple(workload.running)), r + 1, v)

@@ -162,6 +162,18 @@ def test_weighted_scores_are_the_scores_times_the_weight_bit_for_bit() -> None:
     assert len(seen) >= 6  # (the placements changed the scores: rows worked out afresh)
 
 
+def test_a_row_worked_out_afresh_is_the_product_the_plugin_had_before() -> None:
+    """A placed-on row's scores come from ``dot`` (a vector by a matrix), which must be
+    the same float64s as ``@`` of the same row (what the plugin's decisions were pinned
+    with): the same BLAS product without the ufunc machinery's cost."""
+    rng = np.random.default_rng(53)
+    keys = 2 * len(CLASSES)
+    for _ in range(200):
+        scaled = rng.random((keys, keys)) * rng.choice([0.1, 1.0, 3.0])
+        mix = rng.random(keys) * (rng.random(keys) < 0.4)
+        assert mix.dot(scaled).tobytes() == (mix @ scaled).tobytes()
+
+
 def test_weight_zero_leaves_the_plugin_out_and_bad_args_are_refused() -> None:
     assert "dissonance" not in [p.name for p, _ in OFF.profile.score]
     assert ("dissonance", 2.0) in [(p.name, w) for p, w in SCHED.profile.score]

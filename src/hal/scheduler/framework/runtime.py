@@ -446,7 +446,7 @@ class Framework:
             self._current = res.name
             st = res.reserve(ctx, state, job, allocation)
             reserved.append((i, allocation))
-            if st.is_rejection:
+            if st is not SUCCESS and st.is_rejection:  # (the usual answer: no property call)
                 self._unreserve(ctx, state, job, reserved)
                 return Outcome(st.with_plugin(res.name), Stage.RESERVE)
         for permit in self.profile.permit:
@@ -705,7 +705,9 @@ class Framework:
         for pre in self.profile.pre_score:
             self._current = pre.name
             st = pre.pre_score(ctx, state, job, candidates)
-            if st.code is Code.SKIP:
+            if st is SUCCESS:  # (the usual answer: no property call, no enum look-up)
+                continue
+            if st.code is _SKIP:
                 skipped.add(pre.name)
             elif st.is_rejection:
                 raise _Rejected(st.with_plugin(pre.name), Stage.SCORE)
@@ -727,8 +729,9 @@ class Framework:
                 # (``weight`` is None where no multiply is needed: see ``_scorer``)
                 weighted = scores if weight is None else scores * weight
                 parts[name] = weighted
-                # (a new array: ``parts`` keeps each plugin's own)
-                total = weighted if total is None else total + weighted
+                # (a new array: ``parts`` keeps each plugin's own; ``np.add``: the
+                # same ufunc as ``+`` without the operator's checks for overrides)
+                total = weighted if total is None else np.add(total, weighted)
         except Exception:
             self._current = name  # (named only when it raises: see ``_pre_filters``)
             raise

@@ -29,6 +29,7 @@ matrix product, kept for the pass and updated on the rows of each job placed.
 from __future__ import annotations
 
 import math
+import operator
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -72,8 +73,10 @@ _INDEX = {c: i for i, c in enumerate(CLASSES)}
 _CLASSES = len(CLASSES)
 _WIDTH = 2 * _CLASSES  # a row of ``_Nodes.both``: ``share`` then ``guarded``
 _ROW_BYTES = 8 * _WIDTH
-_KEYS_BYTES = 8 * 2 * _CLASSES  # a row of ``_Nodes.scores``: one per (class, mark)
-_PACK = struct.Struct(f"={2 * _CLASSES}d").pack  # a row of scores as their bytes
+_KEYS = 2 * _CLASSES  # one score per (class, mark): ``_Coef.column``
+_KEYS_BYTES = 8 * _KEYS  # the scores of a row of ``_Nodes.scores`` (then the weighted)
+_PACK = struct.Struct(f"={_KEYS}d").pack  # a row of scores as their bytes
+_PACK_BOTH = struct.Struct(f"={2 * _KEYS}d").pack  # and with the weighted after them
 
 
 def job_class(job: Job, view: DissonanceView) -> str | None:
@@ -100,6 +103,7 @@ class _Base:
 
     names: tuple[str, ...]  # the node table's names it was built for
     cpus: IntArray  # and their CPUs (the shares are fractions of them)
+    inv: list[float]  # the table's ``inv_cpus`` as Python floats (for ``_rows``)
     share: FloatArray
     guarded: FloatArray
     entries: dict[int, _Entry] = field(default_factory=dict)
@@ -144,33 +148,35 @@ class _Nodes:
     coef: _Coef  # the pass's matrix as coefficients
     placed: dict[int, _Entry] = field(default_factory=dict)  # in this pass
     placed_on: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → those
-    # the score of every key (class, latency-sensitive: ``_Coef.column``) on every row,
-    # made at the first Score of the pass and kept up to date by ``add``
+    # per row: the score of every key (class, latency-sensitive: ``_Coef.column``),
+    # then the same times the plugin's profile weight (``weight``; made at the first
+    # ``weighted_score`` of the pass: the runtime then need not multiply per job), side
+    # by side so that ``add`` writes a row's both in one go. Made at the first Score
+    # of the pass and kept up to date by ``add``
     scores: FloatArray | None = None
-    # ``scores`` times the plugin's profile weight (``weight``), made at the first
-    # ``weighted_score`` of the pass: the runtime then need not multiply per job
     weight: float | None = None
-    weighted: FloatArray | None = None
-    # a row's mix (``both[row]``'s bytes) → its scores' bytes and its weighted scores'
-    # (b"" before ``weighted`` is made), as ``add`` worked them out: jobs of one kind
-    # and size placed on empty nodes give many rows the same mix, and the same numbers
-    # from the same sum (so the same decisions) cost a look-up. Once ``weighted`` is
-    # made, the plugin's for this matrix and weight (``mixes``), kept across passes
-    by_mix: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)
+    # a row's mix (``both[row]``'s bytes) → the bytes of its scores, and of its
+    # weighted scores after them once ``weight`` is set, as ``add`` worked them out:
+    # jobs of one kind and size placed on empty nodes give many rows the same mix, and
+    # the same numbers from the same sum (so the same decisions) cost a look-up. Once
+    # ``weight`` is set, the plugin's for this matrix and weight (``mixes``), kept
+    # across passes
+    by_mix: dict[bytes, bytes] = field(default_factory=dict)
     # the plugin's ``by_mix`` of the last matrix and weight: (coefficients' bytes,
     # weight) → by_mix (see ``Dissonance._mixes``)
-    mixes: dict[tuple[bytes, float], dict[bytes, tuple[bytes, bytes]]] = field(default_factory=dict)
-    # key → its column of ``scores`` and of ``weighted`` (views: ``add`` writes the
-    # tables in place)
+    mixes: dict[tuple[bytes, float], dict[bytes, bytes]] = field(default_factory=dict)
+    # key → its column of scores and of weighted scores (views: ``add`` writes the
+    # table in place)
     columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
     weighted_columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
-    # ``both`` as flat doubles and as bytes, and ``scores`` as bytes: ``add`` updates a
-    # row in plain Python through them (a numpy call per element costs thousands of
-    # instructions, a memoryview's item a few hundred; the same float64 arithmetic)
+    # ``both`` as flat doubles and as bytes, and ``scores`` as bytes and as flat doubles:
+    # ``add`` updates a row and the note reads a score in plain Python through them (a
+    # numpy call per element costs thousands of instructions, a memoryview's item a
+    # few hundred; the same float64 arithmetic)
     cells: memoryview[float] = field(init=False)
     raw: memoryview[int] = field(init=False)
     scores_raw: memoryview[int] | None = None
-    weighted_raw: memoryview[int] | None = None
+    score_cells: memoryview[float] | None = None
 
     def __post_init__(self) -> None:
         self.raw = self.both.data.cast("B")
@@ -187,11 +193,14 @@ class _Nodes:
         return self.both[:, len(CLASSES) :]
 
     def table(self) -> FloatArray:
-        """The score of every key on every row (made at the first call of the pass)."""
+        """The score of every key on every row, then the weighted scores (made at the
+        first call of the pass)."""
         table = self.scores
         if table is None:
-            table = self.scores = _scores(self.both @ self.coef.scaled)
+            table = self.scores = np.empty((len(self.both), 2 * _KEYS))
+            table[:, :_KEYS] = _scores(self.both @ self.coef.scaled)
             self.scores_raw = table.data.cast("B")
+            self.score_cells = self.scores_raw.cast("d")
         return table
 
     def scores_of(self, key: tuple[str, bool]) -> FloatArray:
@@ -207,9 +216,9 @@ class _Nodes:
         out = self.weighted_columns.get(key)
         if out is not None and weight == self.weight:
             return out
-        if self.weighted is None:
-            table = self.weighted = self.table() * weight  # (each number as ``* weight``)
-            self.weighted_raw = table.data.cast("B")
+        if self.weight is None:
+            table = self.table()
+            np.multiply(table[:, :_KEYS], weight, out=table[:, _KEYS:])  # (each ``* weight``)
             self.weight = weight
             # (the pass's rows so far have no weighted scores: the kept ones for this
             # matrix and weight instead, or a new one that replaces them)
@@ -221,7 +230,7 @@ class _Nodes:
             self.by_mix = kept
         elif weight != self.weight:
             return None
-        out = self.weighted_columns[key] = self.weighted[:, self.coef.column(key)]
+        out = self.weighted_columns[key] = self.table()[:, _KEYS + self.coef.column(key)]
         return out
 
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
@@ -229,7 +238,7 @@ class _Nodes:
         k = _INDEX[cls]
         guarded = _CLASSES + k
         cells, raw, placed_on = self.cells, self.raw, self.placed_on
-        table, weighted, by_mix = self.scores_raw, self.weighted_raw, self.by_mix
+        table, by_mix = self.scores_raw, self.by_mix
         if sign > 0:
             self.placed[job_id] = entry
         else:
@@ -247,34 +256,35 @@ class _Nodes:
                 there[job_id] = entry
             else:
                 placed_on.get(row, {}).pop(job_id, None)
-            if table is not None:  # the row's scores, for every key
+            if table is not None:  # the row's scores, for every key (and weighted)
                 start = at * 8
                 seen = raw[start : start + _ROW_BYTES].tobytes()
                 found = by_mix.get(seen)
                 if found is None:
                     found = by_mix[seen] = self._row_scores(row)
-                start = row * _KEYS_BYTES
-                table[start : start + _KEYS_BYTES] = found[0]
-                if weighted is not None:
-                    weighted[start : start + _KEYS_BYTES] = found[1]
+                start = 2 * row * _KEYS_BYTES
+                table[start : start + len(found)] = found
 
-    def _row_scores(self, row: int) -> tuple[bytes, bytes]:
-        """Row ``row``'s scores worked out afresh, and weighted, as the bytes of their
-        float64s: the matrix product in numpy (the same call as the table's rows were
-        made by before: the same sum), then ``_scores``'s three steps (and ``* weight``)
-        per number in plain Python, the same float64 arithmetic (on ten numbers cheaper
+    def _row_scores(self, row: int) -> bytes:
+        """Row ``row``'s scores worked out afresh, then weighted (once ``weight`` is
+        set), as the bytes of their float64s: the row's product with the matrix in
+        numpy (``dot``, a vector by a matrix: the same BLAS product as ``@``, bit for
+        bit, without the ufunc machinery; not the table's first product, a matrix by a
+        matrix, whose rows may differ in the last bit, so a row placed on is always
+        worked out this way), then ``_scores``'s three steps (and ``* weight``) per
+        number in plain Python, the same float64 arithmetic (on twenty numbers cheaper
         than numpy's calls)."""
         top = MAX_NODE_SCORE
         # (``0.0 if v < 0.0 else v`` is ``np.maximum(v, 0.0)``, NaN included; builtin
         # max costs a call with its keyword parsing)
         done = [
             0.0 if (v := 1.0 - x) < 0.0 else v * top
-            for x in (self.both[row] @ self.coef.scaled).tolist()
+            for x in self.both[row].dot(self.coef.scaled).tolist()
         ]
         weight = self.weight
         if weight is None:
-            return _PACK(*done), b""
-        return _PACK(*done), _PACK(*[x * weight for x in done])
+            return _PACK(*done)
+        return _PACK_BOTH(*done, *[x * weight for x in done])
 
     def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
         """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
@@ -298,15 +308,14 @@ class _Coef:
     on_guarded: FloatArray
     # the two stacked (for ``_Nodes.both``) over a doubling's harm
     scaled: FloatArray = field(init=False)
-    # per key column: ``on_share``'s and ``on_guarded``'s as Python floats (the note
-    # weighs five numbers: cheaper in Python than in numpy's small-array calls)
-    columns: tuple[tuple[list[float], list[float]], ...] = field(init=False)
+    # per key column: ``on_share``'s then ``on_guarded``'s, as Python floats (the note
+    # weighs a node's mix by them: cheaper in Python than in numpy's small-array calls)
+    columns: tuple[list[float], ...] = field(init=False)
 
     def __post_init__(self) -> None:
         both = np.vstack((self.on_share, self.on_guarded))
         object.__setattr__(self, "scaled", both / _SCALE)
-        mine, theirs = self.on_share.T.tolist(), self.on_guarded.T.tolist()
-        object.__setattr__(self, "columns", tuple(zip(mine, theirs, strict=True)))
+        object.__setattr__(self, "columns", tuple(both.T.tolist()))
 
     @classmethod
     def of(cls, logs: FloatArray, protect: float) -> _Coef:
@@ -353,7 +362,7 @@ class Dissonance:
         # last matrix and weight: a pure function of the three, and a server's passes
         # see mostly the same nodes with the same neighbours (the matrix changes when
         # the model learns: then they start afresh)
-        self._mixes: dict[tuple[bytes, float], dict[bytes, tuple[bytes, bytes]]] = {}
+        self._mixes: dict[tuple[bytes, float], dict[bytes, bytes]] = {}
 
     # -- PreScore ---------------------------------------------------------------------
 
@@ -409,14 +418,18 @@ class Dissonance:
         """``score(...) * weight``, bit for bit: a gather from the pass's weighted table
         (``interfaces.WeightedScorer``: the runtime then does not multiply)."""
         key = state.get(KEY)
+        nodes = ctx.data.get(NODES)
+        if key is not None and nodes is not None and weight == nodes.weight:
+            found = nodes.weighted_columns.get(key)  # (after the key's first Score)
+            if found is not None:
+                out: FloatArray = found[feasible]
+                return out
         view = ctx.snapshot.dissonance
         if key is None or view is None:  # PreScore skips; kept for a direct call
             return np.zeros(len(feasible))
-        nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
+        nodes = nodes or self._nodes(ctx, view)
         column = nodes.weighted_of(key, weight)
-        out: FloatArray = (
-            nodes.scores_of(key)[feasible] * weight if column is None else column[feasible]
-        )
+        out = nodes.scores_of(key)[feasible] * weight if column is None else column[feasible]
         return out
 
     # -- Reserve ----------------------------------------------------------------------
@@ -432,7 +445,7 @@ class Dissonance:
         if cls is None:
             return SUCCESS
         nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
-        rows = _rows(ctx, allocation)
+        rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
         if key is not None and len(rows) == 1 and len(allocation.nodes) == 1:
             note = self._note(ctx, nodes, view, state, key, rows[0][0])
             if note:
@@ -469,10 +482,12 @@ class Dissonance:
         candidates, parts = scored
         if NAME not in parts:
             return ""
+        cells = nodes.score_cells  # (the table, made by this job's Score)
+        if cells is None:
+            return ""
         coef = nodes.coef
-        j = coef.column(key)
-        scores = nodes.table()  # (made by this job's Score)
-        here = scores.item(c, j)
+        j = 2 * _INDEX[key[0]] + key[1]  # (``coef.column(key)``)
+        here = cells[c * 2 * _KEYS + j]
         if here < NOTE_MIN:  # (no node scores below 0: no move worth a note)
             return ""
         # the other scores' sum, in the order the framework added them
@@ -484,26 +499,23 @@ class Dissonance:
             return ""
         # (where this score is the same on every node, the others' pick is the job's)
         a: int = candidates.item(without.argmax())
-        if c == a or here - scores.item(a, j) < NOTE_MIN:
+        if c == a or here - cells[a * 2 * _KEYS + j] < NOTE_MIN:
             return ""  # (not moved, or a clash too mild to be worth saying)
         table = ctx.nodes
         cls = key[0]
         # the class that weighs most against the job there, and one of its jobs
-        mine_on, theirs_on = coef.columns[j]
-        mix = nodes.both[a].tolist()
-        n = len(CLASSES)
-        share, guarded_share = mix[:n], mix[n:]
-        weigh = [
-            s * m + g * t
-            for s, m, g, t in zip(share, mine_on, guarded_share, theirs_on, strict=True)
-        ]
-        k = max(range(len(weigh)), key=weigh.__getitem__)
+        # (per class ``share · on_share + guarded · on_guarded``, by C loops)
+        mix = nodes.cells[a * _WIDTH : (a + 1) * _WIDTH].tolist()
+        terms = list(map(operator.mul, mix, coef.columns[j]))
+        weigh = list(map(operator.add, terms[:_CLASSES], terms[_CLASSES:]))
+        k = weigh.index(max(weigh))  # (the first of the largest)
         other = CLASSES[k]
-        guarded = guarded_share[k] * theirs_on[k] * 2 > weigh[k]  # mostly them
+        guarded = terms[_CLASSES + k] * 2 > weigh[k]  # mostly them
         neighbour = nodes.one_of(a, other, guarded)
         if neighbour is None:
             return ""
-        held = f"{min(share[k], 1.0):.0%}"
+        share = mix[k]
+        held = f"{1.0 if share > 1.0 else share:.0%}"  # (``min(share, 1.0)``)
         suffers, inflicts = view.of(cls, other), view.of(other, cls)
         if guarded:
             what = (
@@ -565,6 +577,7 @@ class Dissonance:
             base = self._base = _Base(
                 table.names,
                 table.cap_cpus.copy(),
+                table.inv_cpus.tolist(),
                 np.zeros((n, len(CLASSES))),
                 np.zeros((n, len(CLASSES))),
             )
@@ -592,7 +605,8 @@ class Dissonance:
                 or old[1] != ls
                 or allocations[job.id] is not job.allocation
             ):
-                base.put(job.id, (cls, ls, _rows(ctx, job.allocation)), job.allocation)
+                entry = (cls, ls, _rows(table.index, base.inv, job.allocation))
+                base.put(job.id, entry, job.allocation)
         for job_id in [j for j in entries if j not in jobs]:
             base.put(job_id, None, None)
         self._jobs, self._jobs_view = jobs, view
@@ -609,15 +623,23 @@ def _scores(scaled: FloatArray) -> FloatArray:
     return out
 
 
-def _rows(ctx: PassContext, allocation: Allocation) -> tuple[tuple[int, float], ...]:
-    """Each node row of ``allocation`` and the share of its CPUs the job holds there."""
-    table = ctx.nodes
-    index, inv = table.index, table.inv_cpus
+def _rows(
+    index: dict[str, int], inv: list[float], allocation: Allocation
+) -> tuple[tuple[int, float], ...]:
+    """Each node row of ``allocation`` (by the node table's ``index``) and the share of
+    its CPUs the job holds there (``inv``: the table's ``inv_cpus``, as Python floats)."""
+    names, per_node = allocation.nodes, allocation.per_node
+    if len(names) == 1 == len(per_node):  # (the common case, without the loop)
+        row = index.get(names[0])
+        if row is None:
+            return ()
+        part = per_node[0].cpus * inv[row]
+        return ((row, part if part < 1.0 else 1.0),)
     out = []
-    for name, held in zip(allocation.nodes, allocation.per_node, strict=False):
+    for name, held in zip(names, per_node, strict=False):
         row = index.get(name)
         if row is not None:
-            part = held.cpus * inv.item(row)
+            part = held.cpus * inv[row]
             out.append((row, part if part < 1.0 else 1.0))  # (``min(1.0, part)``)
     return tuple(out)
 
