@@ -65,6 +65,8 @@ class PlacementRecorder(Scheduler):
         explain: bool = True,
         updates: bool = True,
         time_plugins: bool = False,
+        depth: int | None = None,
+        max_starts: int | None = None,
     ) -> PassResult:
         result = super().run_pass(
             snapshot,
@@ -73,6 +75,8 @@ class PlacementRecorder(Scheduler):
             explain=explain,
             updates=updates,
             time_plugins=time_plugins,
+            depth=depth,
+            max_starts=max_starts,
         )
         for p in result.plan.placements:
             self.placed[p.job_id] = p.allocation.nodes
