@@ -1,11 +1,11 @@
 """The server's CPU per agent sync and per node listed, in one process (so a loaded
 machine's figures compare): ``hal server``'s whole ASGI app (its middleware, routing, auth,
 body validation and answer) driven with ASGI messages built once, no socket and no HTTP
-parser, over a SQLite store holding N registered nodes. Per request it reports the CPU
-of the whole app and of ``hal.state.agents.sync`` alone (the same body, validated
-beforehand), the difference being the HTTP edge; and ``GET /v1/nodes``'s CPU per node.
-The least of ``--repeat`` rounds is kept (another process's burst only adds). Prints one
-JSON object::
+parser, over a SQLite store holding N registered nodes in ``hal bench scale``'s
+partitions. Per request it reports the CPU of the whole app and of
+``hal.state.agents.sync`` alone (the same body, validated beforehand), the difference
+being the HTTP edge; and ``GET /v1/nodes``'s CPU per node. The least of ``--repeat``
+rounds is kept (another process's burst only adds). Prints one JSON object::
 
     python bench/heartbeat_edge.py [--nodes 1000] [--syncs 5000] [--json]
     PYTHONPATH=/path/to/other/tree/src python bench/heartbeat_edge.py
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hal.api.server import HalServer
-from hal.config.model import HalConfig
+from hal.config.model import load_config
 from hal.server.users import ensure_user
 from hal.state import agents
 from hal.state.store import SqlStateStore
@@ -126,7 +126,12 @@ async def measure(nodes: int, syncs: int, repeat: int) -> dict[str, Any]:
         agent = ensure_user(store, "agents", admin=False, agent=True, now=time.time())
         store.close()
         assert admin is not None and agent is not None
-        server = HalServer(HalConfig(), db, data_dir=folder)
+        config = Path(folder) / "hal.toml"
+        config.write_text(  # ``hal bench scale``'s two partitions
+            f'[[partitions]]\nname = "bulk"\ndefault = true\nnodes = "e[0-{nodes - 1}]"\n'
+            '[[partitions]]\nname = "probe"\nnodes = "probe[1-2]"\n'
+        )
+        server = HalServer(load_config(config), db, data_dir=folder, config_path=config)
         await server.begin()
         app: ASGIApp = server.app
         try:
