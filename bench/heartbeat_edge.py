@@ -4,10 +4,12 @@ body validation and answer) driven with ASGI messages built once, no socket and 
 parser, over a SQLite store holding N registered nodes in ``hal bench scale``'s
 partitions. Per request it reports the CPU of the whole app and of
 ``hal.state.agents.sync`` alone (the same body, validated beforehand), the difference
-being the HTTP edge; and ``GET /v1/nodes``'s CPU per node. The least of ``--repeat``
-rounds is kept (another process's burst only adds). Prints one JSON object::
+being the HTTP edge; ``GET /v1/nodes``'s CPU per node; and the nodes' registrations,
+256 at once, a second (``--db``: on PostgreSQL, where each commit's round trips count).
+The least of ``--repeat`` rounds is kept (another process's burst only adds). Prints one
+JSON object::
 
-    python bench/heartbeat_edge.py [--nodes 1000] [--syncs 5000] [--json]
+    python bench/heartbeat_edge.py [--nodes 1000] [--syncs 5000] [--db URL] [--json]
     PYTHONPATH=/path/to/other/tree/src python bench/heartbeat_edge.py
 
 A sync here answers at once (``wait_seconds`` 0): a long poll's wait costs a timer, and
@@ -33,6 +35,7 @@ from hal.state.store import SqlStateStore
 from hal.wire.agent import AgentSync
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+IN_FLIGHT = 256  # registrations at once (``hal bench scale``'s emulators together)
 
 
 class Request:
@@ -118,9 +121,31 @@ async def _cpu_per_call(call: Callable[[int], Awaitable[None]], count: int, repe
     return best
 
 
-async def measure(nodes: int, syncs: int, repeat: int) -> dict[str, Any]:
+async def _register(app: ASGIApp, token: str, nodes: int) -> dict[str, float]:
+    """Every node registers, ``IN_FLIGHT`` at a time as ``hal bench scale``'s emulators
+    do: registrations a second (wall: the commits' round trips count) and CPU each."""
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(n: int) -> None:
+        body = {"node": f"e{n}", "cpus": 16, "memory_bytes": 64 << 30, "version": "0"}
+        async with gate:
+            status, _ = await Request(
+                "POST", "/v1/agent/register", token, json.dumps(body).encode()
+            ).send_to(app)
+        assert status == 200, status
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(one(n) for n in range(nodes)))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {
+        "registrations_per_s": round(nodes / wall, 1),
+        "register_cpu_ms": round(cpu / nodes * 1000, 3),
+    }
+
+
+async def measure(nodes: int, syncs: int, repeat: int, db: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
-        db = f"sqlite:///{Path(folder) / 'hal.db'}"
+        db = db or f"sqlite:///{Path(folder) / 'hal.db'}"
         store = SqlStateStore(db)
         admin = ensure_user(store, "admin", admin=True, now=time.time())
         agent = ensure_user(store, "agents", admin=False, agent=True, now=time.time())
@@ -135,14 +160,7 @@ async def measure(nodes: int, syncs: int, repeat: int) -> dict[str, Any]:
         await server.begin()
         app: ASGIApp = server.app
         try:
-            for n in range(nodes):
-                register = json.dumps(
-                    {"node": f"e{n}", "cpus": 16, "memory_bytes": 64 << 30, "version": "0"}
-                ).encode()
-                status, _ = await Request("POST", "/v1/agent/register", agent, register).send_to(
-                    app
-                )
-                assert status == 200, status
+            registered = await _register(app, agent, nodes)
             requests = [
                 Request("POST", f"/v1/agent/e{n}/sync", agent, _sync_body(n)) for n in range(nodes)
             ]
@@ -176,6 +194,7 @@ async def measure(nodes: int, syncs: int, repeat: int) -> dict[str, Any]:
         "sync_handler_cpu_ms": round(alone * 1000, 4),
         "sync_edge_cpu_ms": round((edge - alone) * 1000, 4),
         "node_list_cpu_us_per_node": round(listed / nodes * 1e6, 2),
+        **registered,
     }
 
 
@@ -184,9 +203,10 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--syncs", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--db", help="an empty database (PostgreSQL's URL); default SQLite")
     parser.add_argument("--json", action="store_true", help="one JSON object (the default)")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(measure(args.nodes, args.syncs, args.repeat))))
+    print(json.dumps(asyncio.run(measure(args.nodes, args.syncs, args.repeat, args.db))))
 
 
 if __name__ == "__main__":

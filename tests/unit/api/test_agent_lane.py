@@ -1,7 +1,7 @@
 """The agent channel's lane past FastAPI's routing (``routes_agent.AgentLane``): every
 answer it gives, a refusal included, is the one the FastAPI routes give to the same
-request, byte for byte; other methods on its paths still reach FastAPI; and the
-server's request counts (sdiag) still see its requests under their routes."""
+request, byte for byte; other methods on its paths still reach FastAPI; and the role
+gate and the server's request counts (sdiag) still see its requests."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from starlette.types import ASGIApp
 
+from hal.api.role_gate import ROLE_HEADER
 from hal.api.routes_agent import AgentLane
 from hal.api.server import HalServer
 from hal.config.model import HalConfig
@@ -136,7 +137,7 @@ def test_the_lane_answers_every_request_as_fastapi_does(
     asyncio.run(scenario())
 
 
-def test_other_methods_and_paths_pass_to_fastapi_and_sdiag_counts_the_lane(
+def test_other_methods_pass_to_fastapi_and_the_gate_and_sdiag_see_the_lane(
     served: tuple[HalServer, dict[str, str]],
 ) -> None:
     server, tokens = served
@@ -155,8 +156,9 @@ def test_other_methods_and_paths_pass_to_fastapi_and_sdiag_counts_the_lane(
             status, _, _ = await _ask(stack, top, "POST", "/v1/agent/register", agent, body)
             assert status == 200
             sync = json.dumps({"wait_seconds": 0}).encode()
-            status, _, _ = await _ask(stack, top, "POST", "/v1/agent/n1/sync", agent, sync)
+            status, headers, _ = await _ask(stack, top, "POST", "/v1/agent/n1/sync", agent, sync)
             assert status == 200
+            assert (ROLE_HEADER.lower().encode(), b"leader") in headers  # (the role gate's)
             by_type, by_user = server.observe.requests.rows()
             names = {row.name: row.count for row in by_type}
             assert names["MESSAGE_NODE_REGISTRATION_STATUS"] == 1
