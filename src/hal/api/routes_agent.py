@@ -128,9 +128,12 @@ def _handler(
     request: Request, err: Exception
 ) -> Callable[[Request, Exception], Awaitable[Response]] | None:
     """The application's handler for ``err`` (its class's, else its nearest base's), as
-    Starlette's ``ExceptionMiddleware`` looks it up."""
+    Starlette's ``ExceptionMiddleware`` looks it up; ``Exception``'s is its outer
+    ``ServerErrorMiddleware``'s, reached by raising."""
     handlers = request.app.exception_handlers
     for cls in type(err).__mro__:
+        if cls is Exception:
+            break
         if cls in handlers:
             found: Callable[[Request, Exception], Awaitable[Response]] = handlers[cls]
             return found
