@@ -67,6 +67,7 @@ def create_app(
     )
     app.state.ctx = ctx
     errors.install(app)
+    app.add_middleware(routes_agent.AgentLane)  # innermost: behind the guards and counts
     app.add_middleware(SizeGuard, limit=ctx.config.max_request_bytes)
 
     @app.get("/", include_in_schema=False)

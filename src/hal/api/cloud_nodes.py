@@ -28,8 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fastapi import Request
+from pydantic_core import to_json
 
-from hal.api.convert import node_info
+from hal.api.convert import node_fields, node_info
 from hal.cloud.provider import STOPPING
 from hal.core.node import Node
 from hal.core.node_groups import NodeGroup
@@ -136,6 +137,16 @@ def cluster_nodes(cluster: Cluster, cloud: CloudNodes) -> list[NodeInfo]:
     infos = [node_info(node, cluster, cloud) for node in cluster.nodes.values()]
     infos += [unjoined_info(name, cloud, cluster) for name in cloud.unjoined(cluster)]
     return sorted(infos, key=lambda n: n.name)
+
+
+def node_list_json(cluster: Cluster, cloud: CloudNodes) -> bytes:
+    """``NodeList(nodes=cluster_nodes(cluster, cloud))`` as JSON, the same bytes, without
+    a pydantic model per registered node: building and validating one cost about 10 µs
+    a node, a tenth of a second a list at 10,000 nodes (``bench/heartbeat_edge.py``)."""
+    rows = [node_fields(node, cluster, cloud) for node in cluster.nodes.values()]
+    rows += [unjoined_info(name, cloud, cluster).model_dump() for name in cloud.unjoined(cluster)]
+    rows.sort(key=lambda row: str(row["name"]))
+    return to_json({"nodes": rows})
 
 
 def one_node(name: str, cluster: Cluster, cloud: CloudNodes) -> NodeInfo | None:

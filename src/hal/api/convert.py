@@ -728,6 +728,13 @@ def profile_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
 def node_info(node: Node, cluster: Cluster, cloud: CloudNodes | None = None) -> NodeInfo:
     """A registered node; ``cloud``: the ``[cloud]`` groups' names, whose nodes carry
     Slurm's ``CLOUD`` flag (``hal.api.cloud_nodes``)."""
+    return NodeInfo(**node_fields(node, cluster, cloud))
+
+
+def node_fields(node: Node, cluster: Cluster, cloud: CloudNodes | None = None) -> dict[str, Any]:
+    """``node_info``'s fields as plain values, in ``NodeInfo``'s order and with its types
+    (a float where it has one), so that they serialise to its JSON without a model:
+    ``cloud_nodes.node_list_json``."""
     used = cluster.usage.get(node.name)
     alloc = used.allocated if used else None
     partitions = [p.name for p in cluster.partitions.values() if p.contains(node.name)]
@@ -736,34 +743,35 @@ def node_info(node: Node, cluster: Cluster, cloud: CloudNodes | None = None) -> 
     display = power_display(cluster, node, display)
     if cloud is not None:
         display, flags = cloud.registered(node, display, flags)
-    return NodeInfo(
-        name=node.name,
-        state=node.state.value,
-        display_state=display,
-        state_flags=flags,
-        reason=node.reason,
-        reason_user=node.reason_user,
-        reason_time=node.reason_time,
-        cpus=node.resources.cpus,
-        cpus_alloc=alloc.cpus if alloc else 0,
-        memory_bytes=node.resources.memory_bytes,
-        memory_alloc_bytes=alloc.memory_bytes if alloc else 0,
-        free_memory_bytes=session.free_memory_bytes if session else None,
-        cpu_load=session.cpu_load if session else None,
-        gpus=node.resources.gpus,
-        gpus_alloc=alloc.gpus if alloc else 0,
-        gpu_ids_alloc=sorted(used.gpu_ids) if used else [],
-        gpu_model=node.gpu_model,
-        gpu_islands=[list(i) for i in node.gpu_islands],
-        topology_labels=dict(node.labels),
-        nvlink_domain=node.nvlink_domain,
-        features=list(node.features),
-        partitions=partitions,
+    cpu_load = session.cpu_load if session else None
+    return {
+        "name": node.name,
+        "state": node.state.value,
+        "display_state": display,
+        "state_flags": flags,
+        "reason": node.reason,
+        "reason_user": node.reason_user,
+        "reason_time": None if node.reason_time is None else float(node.reason_time),
+        "cpus": node.resources.cpus,
+        "cpus_alloc": alloc.cpus if alloc else 0,
+        "memory_bytes": node.resources.memory_bytes,
+        "memory_alloc_bytes": alloc.memory_bytes if alloc else 0,
+        "free_memory_bytes": session.free_memory_bytes if session else None,
+        "cpu_load": None if cpu_load is None else float(cpu_load),
+        "gpus": node.resources.gpus,
+        "gpus_alloc": alloc.gpus if alloc else 0,
+        "gpu_ids_alloc": sorted(used.gpu_ids) if used else [],
+        "gpu_model": node.gpu_model,
+        "gpu_islands": [list(i) for i in node.gpu_islands],
+        "topology_labels": dict(node.labels),
+        "nvlink_domain": node.nvlink_domain,
+        "features": list(node.features),
+        "partitions": partitions,
         # the agent's last contact (its latest sync), not only its registration
-        last_heartbeat=last_contact(cluster, node) or node.last_heartbeat,
-        address=node.address,
-        jobs=sorted(used.jobs) if used else [],
-    )
+        "last_heartbeat": float(last_contact(cluster, node) or node.last_heartbeat),
+        "address": node.address,
+        "jobs": sorted(used.jobs) if used else [],
+    }
 
 
 def topology_info(cluster: Cluster) -> TopologyInfo:

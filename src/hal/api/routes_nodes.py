@@ -7,12 +7,12 @@ import os
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from hal import __version__
-from hal.api.cloud_nodes import cloud_nodes, cloud_of, cluster_nodes, one_node
+from hal.api.cloud_nodes import cloud_nodes, cloud_of, node_list_json, one_node
 from hal.api.convert import node_info, partition_info, topology_info
 from hal.api.deps import admin_dep, caller_dep, services_dep
 from hal.core.errors import Conflict, InvalidRequest, NotFound
@@ -47,10 +47,11 @@ Admin = Annotated[Caller, Depends(admin_dep)]
 
 
 @router.get("/nodes", response_model=NodeList)
-async def list_nodes(request: Request, ctx: Ctx, _caller: Who) -> NodeList:
+async def list_nodes(request: Request, ctx: Ctx, _caller: Who) -> Response:
     """The registered nodes and the ``[cloud]`` groups' nodes not created yet, each with
     Slurm's flags (``CLOUD``, ``POWERED_DOWN`` ...; ``hal.api.cloud_nodes``)."""
-    return NodeList(nodes=cluster_nodes(ctx.cluster, cloud_nodes(cloud_of(request))))
+    body = node_list_json(ctx.cluster, cloud_nodes(cloud_of(request)))
+    return Response(body, media_type="application/json")
 
 
 @router.get("/nodes/{name}", response_model=NodeInfo)

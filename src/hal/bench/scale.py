@@ -221,8 +221,9 @@ def run_scale_bench(
             server_ps = psutil.Process(server.pid)
             t0 = time.monotonic()
             emu = ["emulate", "--server", url, "--cpus", str(cpus), "--memory", f"{cpus * 2}G"]
-            # registrations commit one at a time (60–200 a second here): the emulators'
-            # 256 each in flight had the last of a thousand wait past their 15 s timeout
+            # the server commits at most 256 registrations a transaction (when they
+            # committed one at a time, the emulators' 256 each in flight had the last of
+            # a thousand wait past their 15 s timeout): 256 in flight across them
             processes = math.ceil(nodes / per_process)
             emu += ["--concurrency", str(max(8, REGISTRATIONS_IN_FLIGHT // processes))]
             for first in range(1, nodes + 1, per_process):

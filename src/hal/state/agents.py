@@ -61,7 +61,7 @@ from hal.wire.jobs import GpuUsage
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from hal.state.cluster import Cluster
+    from hal.state.cluster import Change, Cluster
 
 RESEND_AFTER_S = 5.0
 GPU_HEALTH = "gpu health: "  # the start of a drain reason the GPUs' health check wrote
@@ -212,14 +212,35 @@ class AgentGone(Exception):
     """The agent stopped waiting for its registration's answer: nothing was registered."""
 
 
+REGISTRATIONS_PER_COMMIT = 256  # the most one transaction writes (one node row and event each)
+
+
+@dataclass(slots=True)
+class Registration:
+    """A registration waiting for its commit (``register``); ``done`` is set once it is
+    in the store and the mirror, or to why it is not."""
+
+    request: AgentRegister
+    node: Node
+    session: AgentSession
+    gone: Callable[[], Awaitable[bool]] | None
+    done: asyncio.Future[None]
+
+
 async def register(
     cluster: Cluster, reg: AgentRegister, gone: Callable[[], Awaitable[bool]] | None = None
 ) -> AgentRegistered:
-    """A node's agent (re)registers. Registrations commit one at a time; ``gone`` says
-    whether the agent stopped waiting for its answer, and one that did is not registered
-    when its turn comes (``AgentGone``): 10,000 agents starting together had waited past their
-    request timeout, registered again, and the server spent its CPU on registrations
-    nobody read (24,569 for 10,002 nodes)."""
+    """A node's agent (re)registers. ``gone`` says whether the agent stopped waiting for
+    its answer, and one that did is not registered when its turn comes (``AgentGone``):
+    10,000 agents starting together had waited past their request timeout, registered
+    again, and the server spent its CPU on registrations nobody read (24,569 for 10,002
+    nodes).
+
+    Registrations commit in batches: each waits in ``cluster.registering`` for the
+    cluster's lock, and whichever gets it first commits all those waiting (at most
+    ``REGISTRATIONS_PER_COMMIT``) in one transaction, in the order they came; the others
+    find theirs done when their turn comes. One at a time, a commit each, 10,000 agents
+    registered at about 80 a second on PostgreSQL (the commit's round trips, not CPU)."""
     now = cluster.clock.now()
     old = cluster.nodes.get(reg.node)
     state, reason, reason_user, reason_time, drain = NodeState.UP, "", "", None, False
@@ -270,49 +291,13 @@ async def register(
         last_seen=now,
         lost_check_after=now + cluster.config.heartbeat_interval_seconds * 3,
     )
-    # (job, attempt): an older attempt still there is killed, and the current one is
-    # (re)sent: the agent starts it once the old one has ended
-    reported = {(r.job_id, r.attempt) for r in reg.running}
-    async with cluster.change() as change:
-        if gone is not None and await gone():
-            raise AgentGone(reg.node)
-        registered = EventRow(
-            now,
-            "node.registered",
-            node=reg.node,
-            state=state.value,
-            data={"cpus": reg.cpus, "gpus": reg.gpus},
-        )
-        await change.commit([], [registered], extra=lambda tx: tx.upsert_node(node))
-        cluster.nodes[reg.node] = node
-        # new time limits the agent may not have applied: applying one again is harmless
-        # (a signal is not carried: the old agent may have delivered it)
-        before = cluster.agent_sessions.get(reg.node)
-        if before is not None:
-            session.outbox = [i for i in before.outbox if isinstance(i, Limit)]
-        cluster.agent_sessions[reg.node] = session
-        # jobs the server placed here that the agent has not confirmed: (re)send them
-        # (those holding this node, not the whole queue: 10,000 nodes registering again
-        # beside 100,000 queued jobs each walked all of them)
-        held = cluster.usage.get(reg.node)
-        for job_id in sorted(held.jobs) if held is not None else ():
-            job = cluster.unfinished.get(job_id)
-            if job is None:
-                continue
-            if (
-                job.state is JobState.RUNNING
-                and job.allocation is not None
-                and job.allocation.nodes[0] == reg.node
-                and (job.id, job.restarts) not in reported
-                and not job.launched
-            ):
-                send_launch(cluster, job)
-            elif (
-                job.state is JobState.COMPLETING
-                and job.allocation is not None
-                and job.allocation.nodes[0] == reg.node
-            ):
-                send_end(cluster, job)
+    mine = Registration(reg, node, session, gone, asyncio.get_running_loop().create_future())
+    cluster.registering.append(mine)
+    while not mine.done.done():  # (more waited than one commit takes: the next batch)
+        async with cluster.change() as change:
+            if not mine.done.done():
+                await _commit_registrations(cluster, change)
+    await mine.done  # (AgentGone, or why the commit failed)
     return AgentRegistered(
         node=reg.node,
         heartbeat_interval_seconds=cluster.config.heartbeat_interval_seconds,
@@ -323,6 +308,87 @@ async def register(
         instructions_from=session.first_id,
         artifact_cache_bytes=cluster.config.artifacts.node_cache_bytes,
     )
+
+
+async def _commit_registrations(cluster: Cluster, change: Change) -> None:
+    """Commit the registrations waiting (under the lock: ``change``), and set each one's
+    ``done``; a failed commit is every one's error."""
+    batch = cluster.registering[:REGISTRATIONS_PER_COMMIT]
+    del cluster.registering[: len(batch)]
+    try:
+        kept: list[Registration] = []
+        for waiting in batch:
+            if waiting.gone is not None and await waiting.gone():
+                waiting.done.set_exception(AgentGone(waiting.request.node))
+            else:
+                kept.append(waiting)
+        if not kept:
+            return
+        events = [
+            EventRow(
+                r.node.last_heartbeat,
+                "node.registered",
+                node=r.node.name,
+                state=r.node.state.value,
+                data={"cpus": r.request.cpus, "gpus": r.request.gpus},
+            )
+            for r in kept
+        ]
+
+        def upsert(tx: StateTransaction) -> None:
+            for r in kept:
+                tx.upsert_node(r.node)
+
+        await change.commit([], events, extra=upsert)
+        for r in kept:
+            _mirror_registration(cluster, r)
+            r.done.set_result(None)
+    except Exception as err:
+        for waiting in batch:
+            if not waiting.done.done():
+                waiting.done.set_exception(err)
+    except BaseException:  # (cancelled: the server stops)
+        for waiting in batch:
+            waiting.done.cancel()
+        raise
+
+
+def _mirror_registration(cluster: Cluster, registration: Registration) -> None:
+    """A committed registration in the mirror: its node, its new session, and what the
+    agent must be told again."""
+    reg, session = registration.request, registration.session
+    cluster.nodes[reg.node] = registration.node
+    # new time limits the agent may not have applied: applying one again is harmless
+    # (a signal is not carried: the old agent may have delivered it)
+    before = cluster.agent_sessions.get(reg.node)
+    if before is not None:
+        session.outbox = [i for i in before.outbox if isinstance(i, Limit)]
+    cluster.agent_sessions[reg.node] = session
+    # (job, attempt): an older attempt still there is killed, and the current one is
+    # (re)sent: the agent starts it once the old one has ended
+    reported = {(r.job_id, r.attempt) for r in reg.running}
+    # jobs the server placed here that the agent has not confirmed: (re)send them
+    # (those holding this node, not the whole queue: 10,000 nodes registering again
+    # beside 100,000 queued jobs each walked all of them)
+    held = cluster.usage.get(reg.node)
+    for job_id in sorted(held.jobs) if held is not None else ():
+        job = cluster.unfinished.get(job_id)
+        if job is None:
+            continue
+        if (
+            job.state is JobState.RUNNING
+            and job.allocation is not None
+            and job.allocation.nodes[0] == reg.node
+            and (job.id, job.restarts) not in reported
+            and not job.launched
+        ):
+            send_launch(cluster, job)
+        elif (
+            job.state is JobState.COMPLETING
+            and job.allocation is not None
+            and job.allocation.nodes[0] == reg.node
+        ):
+            send_end(cluster, job)
 
 
 async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstructions:
