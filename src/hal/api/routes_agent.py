@@ -10,7 +10,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.routing import APIRoute
-from starlette._utils import get_route_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hal.api.convert import nul_field
@@ -94,7 +93,7 @@ class AgentLane:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        path = get_route_path(scope)
+        path = _route_path(scope)
         if not path.startswith(PREFIX):
             await self.app(scope, receive, send)
             return
@@ -138,3 +137,11 @@ def _handler(
             found: Callable[[Request, Exception], Awaitable[Response]] = handlers[cls]
             return found
     return None
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the routes match: ``path`` without the ``root_path`` a proxy mounted the
+    application under (as Starlette's routing sees it; HAL's own server sets none)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
