@@ -486,7 +486,7 @@ class Dissonance:
         if cells is None:
             return ""
         coef = nodes.coef
-        j = 2 * _INDEX[key[0]] + key[1]  # (``coef.column(key)``)
+        j = _Coef.column(key)
         here = cells[c * 2 * _KEYS + j]
         if here < NOTE_MIN:  # (no node scores below 0: no move worth a note)
             return ""
