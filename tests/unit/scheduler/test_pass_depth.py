@@ -10,6 +10,7 @@ import pytest
 
 from hal.config.model import config_from_dict
 from hal.core.errors import InvalidRequest
+from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins import build_scheduler, default_profile
@@ -72,6 +73,36 @@ def test_a_stopped_pass_runs_no_backfill_stage() -> None:
     assert build_scheduler().run_pass(snap).backfill is not None
     stopped = build_scheduler().run_pass(snap, depth=3)
     assert stopped.backfill is None and stopped.plan.forecasting == ()
+
+
+def test_a_stopped_pass_still_notices_deep_jobs_becoming_eligible() -> None:
+    """Slurm tests begin times and dependencies on every pending job each pass; only the
+    placements stop at the depth. Deep in the queue, a job whose --begin has passed and
+    one whose dependency was met (job 5 completed) get reason None from a depth-3 pass,
+    so the plan applier records their eligible time now, not at the next full pass; a
+    job whose dependency is still unmet, or not judged yet, gets Dependency; an
+    ordinary deep job still gets nothing."""
+    done = make_job(5).state(JobState.COMPLETED)
+    running = make_job(6).state(JobState.RUNNING)
+    deep = [
+        make_job(200).begin(NOW - 10).reason(PendingReason.BEGIN_TIME),
+        make_job(201).depends("afterok:5").reason(PendingReason.DEPENDENCY),
+        make_job(202).depends("afterok:6").reason(PendingReason.DEPENDENCY),
+        make_job(203).depends("afterok:6"),
+        make_job(204).cpus(1).limit(600),
+    ]
+    jobs = [make_job(100 + i).cpus(4).limit(600) for i in range(10)]
+    snap = cluster(NOW).uniform_nodes(2, cpus=4).related(done, running)
+    result = _no_backfill().run_pass(snap.pending(*jobs, *deep).build(), depth=3)
+    assert not result.complete
+    reasons = {u.job_id: u.reason for u in result.plan.updates if u.job_id >= 200}
+    assert reasons == {
+        200: PendingReason.NONE,
+        201: PendingReason.NONE,
+        203: PendingReason.DEPENDENCY,
+    }
+    assert result.statuses[202].reason is PendingReason.DEPENDENCY
+    assert 204 not in result.statuses
 
 
 def _paced(depth: int = 5, interval: float = 60.0, starts: int = 0) -> PacedScheduler:

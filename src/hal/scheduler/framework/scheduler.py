@@ -91,7 +91,8 @@ class PassResult:
     # The backfill stage settled and nothing started: see ``backfill.SettledStage``.
     settled: SettledStage | None = None
     # Whether the main loop looked at every pending job (False: it stopped at a queue
-    # depth or at its most starts; the jobs after the stop have no verdict here).
+    # depth or at its most starts; the jobs after the stop have no verdict here, but for
+    # those waiting for their begin time or other jobs: ``MainLoop.notice_eligible``).
     complete: bool = True
 
 
@@ -200,7 +201,9 @@ class Scheduler:
         bound the main loop: it looks at the first ``depth`` jobs in queue order at most,
         and stops once it has placed ``max_starts``. A pass that stopped so
         (``PassResult.complete`` False) decides nothing for the jobs after the stop (no
-        verdict, no update: they keep the reason and expected start the store has), and
+        verdict, no update: they keep the reason and expected start the store has; but
+        one waiting for its begin time or for other jobs gets its PreFilter's verdict,
+        ``None`` once eligible: ``MainLoop.notice_eligible``), and
         runs no backfill stage (the held-back jobs keep their expected starts, as with
         ``backfill=False``): backfill plans the whole queue behind the jobs placed. The
         jobs it looked at are decided as a full pass decides them: the same placements,
