@@ -138,7 +138,13 @@ class PacedScheduler:
         return self.run_pass(snapshot).plan
 
     def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]:
-        return self.scheduler.forecast(plan, budget_s=self.scheduler.forecast_slice_s)
+        """The next slice of the forecast: jobs planned for bf_yield_interval (one at
+        least) on the process's clock, which the pure ``Scheduler`` does not read."""
+        budget = self.scheduler.forecast_slice_s
+        if budget is None:
+            return self.scheduler.forecast(plan)
+        deadline = time.perf_counter() + budget
+        return self.scheduler.forecast(plan, go_on=lambda: time.perf_counter() < deadline)
 
 
 @dataclass(slots=True)

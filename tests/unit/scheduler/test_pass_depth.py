@@ -160,6 +160,10 @@ def _forecasting() -> tuple[ClusterSnapshot, ClusterSnapshot]:
     return at(NOW), at(NOW + 1)
 
 
+def _no_time() -> bool:
+    return False  # (a slice's time is up after its first job)
+
+
 def test_a_forecast_in_slices_gives_the_starts_of_a_whole_one() -> None:
     """bf_yield_interval: with no time to spare each slice plans one job; the passes
     after it (no backfill stage) carry the rest in their plans' ``forecasting`` and the
@@ -171,12 +175,12 @@ def test_a_forecast_in_slices_gives_the_starts_of_a_whole_one() -> None:
     expected = sorted(whole.forecast(plan))
     sliced = build_scheduler()
     plan = sliced.run_pass(first).plan
-    got = list(sliced.forecast(plan, budget_s=0.0))
+    got = list(sliced.forecast(plan, go_on=_no_time))
     assert len(got) == 1
     for _ in range(4):
         plan = sliced.run_pass(later, backfill=False).plan
         assert len(plan.forecasting) == 5 - len(got)
-        got += sliced.forecast(plan, budget_s=0.0)
+        got += sliced.forecast(plan, go_on=_no_time)
     assert sorted(got) == expected
     assert sliced.run_pass(later, backfill=False).plan.forecasting == ()
 
@@ -186,7 +190,7 @@ def test_a_backfill_pass_drops_a_forecast_not_yet_done() -> None:
     first, _ = _forecasting()
     sched = build_scheduler()
     plan = sched.run_pass(first).plan
-    sched.forecast(plan, budget_s=0.0)
+    sched.forecast(plan, go_on=_no_time)
     again = sched.run_pass(first).plan
     assert again.forecasting == plan.forecasting  # its own forecast, whole
     assert len(sched.forecast(again)) == 5

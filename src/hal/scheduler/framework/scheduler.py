@@ -124,7 +124,9 @@ class Scheduler:
         """One full pass over ``snapshot.pending``."""
         return self.run_pass(snapshot).plan
 
-    def forecast(self, plan: Plan, *, budget_s: float | None = None) -> tuple[PendingUpdate, ...]:
+    def forecast(
+        self, plan: Plan, *, go_on: Callable[[], bool] | None = None
+    ) -> tuple[PendingUpdate, ...]:
         """The forecast starts of ``plan.forecasting`` (``squeue --start``: the waiting
         jobs EASY backfill left without a reservation, ADR 0018), as updates of the jobs
         whose start they change, with the reasons the latest pass gave them. They are
@@ -132,18 +134,15 @@ class Scheduler:
         plan that is not the last pass's. The server asks after applying the plan: the
         forecast is not part of the decisions, and not worth delaying them for.
 
-        ``budget_s`` (the backfill plugin's ``yield_interval_s``; None: no bound): plan
-        jobs, in order, for about that long (one at least), and keep the rest: the next
-        pass that does not run the backfill stage names them in its plan's
-        ``forecasting`` and this goes on from there (ADR 0029). Each job is planned
-        once, on the profile of the pass that ran the stage."""
+        ``go_on`` (None: no bound): asked after each job planned, in order (one at
+        least); False keeps the rest: the next pass that does not run the backfill
+        stage names them in its plan's ``forecasting`` and this goes on from there (ADR
+        0029). The caller owns the clock: ``PacedScheduler`` stops after the backfill
+        plugin's ``yield_interval_s`` (``forecast_slice_s``). Each job is planned once,
+        on the profile of the pass that ran the stage."""
         kept, self._forecast = self._forecast, None
         if kept is None or (kept.revision, kept.jobs) != (plan.revision, plan.forecasting):
             return ()
-        go_on = None
-        if budget_s is not None:
-            deadline = time.perf_counter() + budget_s
-            go_on = lambda: time.perf_counter() < deadline  # noqa: E731
         updates = kept.updates(go_on)
         if kept.forecast.left:
             self._forecast = kept
@@ -159,9 +158,9 @@ class Scheduler:
 
     @property
     def forecast_slice_s(self) -> float | None:
-        """bf_yield_interval of the profile's Backfill plugin: the ``budget_s`` callers
-        that spread the forecast over cycles give ``forecast`` (None: no backfill, or 0:
-        the whole forecast at once)."""
+        """bf_yield_interval of the profile's Backfill plugin: how long callers that
+        spread the forecast over cycles let ``forecast`` plan each time (its ``go_on``;
+        None: no backfill, or 0: the whole forecast at once)."""
         plugin = self.profile.backfill
         return None if plugin is None or plugin.yield_interval_s <= 0 else plugin.yield_interval_s
 
