@@ -14,7 +14,7 @@ from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins import build_scheduler, default_profile
-from hal.scheduler.service import PacedScheduler
+from hal.scheduler.service import PacedScheduler, PassBounds
 from hal.testing import cluster, make_job
 
 NOW = 1000.0
@@ -106,9 +106,7 @@ def test_a_stopped_pass_still_notices_deep_jobs_becoming_eligible() -> None:
 
 
 def _paced(depth: int = 5, interval: float = 60.0, starts: int = 0) -> PacedScheduler:
-    return PacedScheduler(
-        _no_backfill(), queue_depth=depth, sched_interval_s=interval, max_starts=starts
-    )
+    return PacedScheduler(_no_backfill(), bounds=PassBounds(depth, interval, starts))
 
 
 def test_paced_passes_are_full_every_sched_interval_and_bounded_between() -> None:
@@ -141,7 +139,7 @@ def test_a_pass_stopped_at_max_starts_is_not_full_so_the_next_one_is() -> None:
 def test_a_backfill_pass_is_a_full_pass() -> None:
     """Backfill plans the held-back jobs of the whole queue: a pass where it is due looks
     at every job even within sched_interval."""
-    paced = PacedScheduler(build_scheduler(), queue_depth=5, sched_interval_s=600.0)
+    paced = PacedScheduler(build_scheduler(), bounds=PassBounds(5, 600.0))
     assert len(paced.run_pass(_queue(NOW)).statuses) == 30
     assert len(paced.run_pass(_queue(NOW + 1)).statuses) == 5
     assert len(paced.run_pass(_queue(NOW + 31)).statuses) == 30
