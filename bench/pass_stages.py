@@ -43,6 +43,7 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Job
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import PacedScheduler
+from hal.server import control_plane
 from hal.server.control_plane import server_scheduler
 from hal.server.profile import server_profile
 from hal.state.agents import AgentSession
@@ -58,11 +59,9 @@ NOW = 1_000_000.0
 # when each cycle runs, seconds after the first: a full pass (backfill due), passes
 # woken by events a second apart, then the next backfill pass (bf_interval, 30 s)
 AT = (0.0, 1.0, 2.0, 3.0, 31.0)
-_BOUNDS = {
-    "queue_depth": "scheduler_default_queue_depth",
-    "sched_interval_s": "scheduler_sched_interval_s",
-    "max_starts": "scheduler_max_job_starts",
-}
+# the bounds as the server sets them; a tree without them (run with its PYTHONPATH)
+# passes every job each time
+_PASS_BOUNDS: Callable[[HalConfig], Any] | None = getattr(control_plane, "pass_bounds", None)
 # (share, CPUs as a fraction of a node: 0 = one CPU): hal.bench.scale.MIX
 MIX = ((0.50, 0.0), (0.20, 0.125), (0.15, 0.25), (0.10, 0.5), (0.05, 1.0))
 
@@ -136,12 +135,10 @@ def _timed(fn: Callable[..., T], *args: Any) -> tuple[T, float, float]:
 def _cycles(cluster: Cluster) -> list[dict[str, Any]]:
     config = cluster.config
     scheduler = server_scheduler(config, server_profile(config), _user_predictor())
-    paced = PacedScheduler(scheduler)
-    # the bounds as the server sets them (``HalServer._bound_passes``); a tree without
-    # them (run with its PYTHONPATH) passes every job each time
-    for name, field in _BOUNDS.items():
-        if hasattr(paced, name):
-            setattr(paced, name, getattr(config, field))
+    if _PASS_BOUNDS is None:
+        paced = PacedScheduler(scheduler)
+    else:
+        paced = PacedScheduler(scheduler, bounds=_PASS_BOUNDS(config))
     clock = cluster.clock
     assert isinstance(clock, VirtualClock)
     out: list[dict[str, Any]] = []

@@ -56,6 +56,24 @@ class PassRunner(Protocol):
     def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class PassBounds:
+    """The main pass's bounds (Slurm's SchedulerParameters of the same names, ADR 0029).
+
+    ``queue_depth`` (default_queue_depth): a pass that is not full looks at the first
+    this many pending jobs in queue order, the others keep the reasons and expected
+    starts the last pass that looked at them gave (0: every pass full); a full pass
+    every ``sched_interval_s`` (sched_interval) and whenever backfill is due (it plans
+    the whole queue); ``max_starts`` (sched_max_job_start): every pass stops once it
+    has placed this many (0: no limit), and a pass that stopped so does not count as
+    full or as backfilled, so the next one is full again. A full pass that did not stop
+    decides what ``Scheduler.run_pass`` without bounds decides. The default: none."""
+
+    queue_depth: int = 0
+    sched_interval_s: float = 0.0
+    max_starts: int = 0
+
+
 class PacedScheduler:
     """``scheduler``'s passes with bf_interval honoured: the backfill stage runs when at
     least ``scheduler.backfill_interval_s`` has passed (on the snapshots' clock) since the
@@ -69,32 +87,21 @@ class PacedScheduler:
     ``time_plugins_every_s``: one pass in that many seconds runs with its plugin calls
     timed (``PassResult.plugin_seconds``, the per-plugin metric); None: never.
 
-    The main pass's bounds (Slurm's SchedulerParameters of the same names, ADR 0029):
-    ``queue_depth`` (default_queue_depth): a pass that is not full looks at the first
-    this many pending jobs in queue order, the others keep the reasons and expected
-    starts the last pass that looked at them gave (0: every pass full); a full pass
-    every ``sched_interval_s`` (sched_interval) and whenever backfill is due (it plans
-    the whole queue); ``max_starts`` (sched_max_job_start): every pass stops once it
-    has placed this many (0: no limit), and a pass that stopped so does not count as
-    full or as backfilled, so the next one is full again. A full pass that did not stop
-    decides what ``Scheduler.run_pass`` without bounds decides."""
+    ``bounds``: the main pass's (``PassBounds``), replaced whole when the server is
+    reconfigured, as ``scheduler`` is."""
 
     def __init__(
         self,
         scheduler: Scheduler,
         *,
         time_plugins_every_s: float | None = None,
-        queue_depth: int = 0,
-        sched_interval_s: float = 0.0,
-        max_starts: int = 0,
+        bounds: PassBounds | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.last_backfill = -math.inf
         self.time_plugins_every_s = time_plugins_every_s
         self.last_timed = -math.inf
-        self.queue_depth = queue_depth
-        self.sched_interval_s = sched_interval_s
-        self.max_starts = max_starts
+        self.bounds = bounds or PassBounds()
         self.last_full = -math.inf
 
     def backfill_due(self, now: float) -> bool:
@@ -106,9 +113,10 @@ class PacedScheduler:
 
     def full_due(self, now: float) -> bool:
         """Whether the next pass looks at every pending job (sched_interval elapsed)."""
+        bounds = self.bounds
         return (
-            not self.queue_depth
-            or now - self.last_full >= self.sched_interval_s
+            not bounds.queue_depth
+            or now - self.last_full >= bounds.sched_interval_s
             or now < self.last_full
         )
 
@@ -124,8 +132,8 @@ class PacedScheduler:
             snapshot,
             backfill=due,
             time_plugins=timed,
-            depth=None if full else self.queue_depth,
-            max_starts=self.max_starts or None,
+            depth=None if full else self.bounds.queue_depth,
+            max_starts=self.bounds.max_starts or None,
         )
         if result.complete:  # (a pass stopped at max_starts: the next one is full again)
             if due:
@@ -138,7 +146,13 @@ class PacedScheduler:
         return self.run_pass(snapshot).plan
 
     def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]:
-        return self.scheduler.forecast(plan, budget_s=self.scheduler.forecast_slice_s)
+        """The next slice of the forecast: jobs planned for bf_yield_interval (one at
+        least) on the process's clock, which the pure ``Scheduler`` does not read."""
+        budget = self.scheduler.forecast_slice_s
+        if budget is None:
+            return self.scheduler.forecast(plan)
+        deadline = time.perf_counter() + budget
+        return self.scheduler.forecast(plan, go_on=lambda: time.perf_counter() < deadline)
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ from hal.predict import CONFIGURABLE, Predictor, SharedPredictor, planning_predi
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import BACKFILL, build_scheduler, default_registry
-from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
+from hal.scheduler.service import PacedScheduler, PassBounds, PassRunner, SchedulerService
 from hal.server.auth import TokenCache
 from hal.server.cloud import CloudService, cloud_providers, cloud_service
 from hal.server.cloud_token import CLOUD_AGENT
@@ -116,6 +116,16 @@ def server_scheduler(
     )
 
 
+def pass_bounds(config: HalConfig) -> PassBounds:
+    """The main pass's bounds from ``config``'s ``[scheduler]`` (ADR 0029): at start
+    and at every reconfigure."""
+    return PassBounds(
+        config.scheduler_default_queue_depth,
+        config.scheduler_sched_interval_s,
+        config.scheduler_max_job_starts,
+    )
+
+
 def cache_db_url(db_url: str, data_dir: Path | None) -> str:
     """The embedded cache control plane's database: a ``cache.db`` beside SQLite state
     (two writers on one SQLite file would lock each other out), else HAL's own database
@@ -182,9 +192,10 @@ class ControlPlane:
         # [data]: the data plane's view goes into each pass's snapshot (DataAwareRunner)
         self.data = DataService(data, self.cluster) if data is not None else None
         self.paced = PacedScheduler(
-            self.scheduler, time_plugins_every_s=self.observe.plugin_timing_every_s
+            self.scheduler,
+            time_plugins_every_s=self.observe.plugin_timing_every_s,
+            bounds=pass_bounds(config),
         )
-        self._bound_passes(config)
         runner: PassRunner = self.paced
         if self.data is not None:
             runner = DataAwareRunner(runner, self.data)
@@ -534,13 +545,6 @@ class ControlPlane:
                 log.warning(warning)
             return Reconfigured(changed=changed, kept=kept, warnings=warnings)
 
-    def _bound_passes(self, config: HalConfig) -> None:
-        """The main pass's bounds from ``config`` (``PacedScheduler``, ADR 0029)."""
-        paced = self.paced
-        paced.queue_depth = config.scheduler_default_queue_depth
-        paced.sched_interval_s = config.scheduler_sched_interval_s
-        paced.max_starts = config.scheduler_max_job_starts
-
     def _configure(self, config: HalConfig, scheduler: Scheduler) -> None:
         """The server's parts take ``config`` (the cluster has already): each through
         the method its constructor used, so start and reconfigure share one path."""
@@ -550,7 +554,7 @@ class ControlPlane:
         # a pass in flight finishes with the old scheduler; its plan is checked against
         # the new partitions when it is applied
         self.scheduler = self.ctx.scheduler = self.paced.scheduler = scheduler
-        self._bound_passes(config)
+        self.paced.bounds = pass_bounds(config)
         self.service.interval_s = config.scheduler_interval_seconds
         self.mail.program.config = config.mail  # read at each mail sent
         self.traffic.configure(config.harmonic)

@@ -182,6 +182,8 @@ def test_max_job_test_bounds_the_work_per_pass() -> None:
         ({"mode": "aggressive"}, "plugin_args.backfill.mode"),
         ({"order": "random"}, "plugin_args.backfill.order"),
         ({"window_s": -1}, "plugin_args.backfill.window_s"),
+        ({"yield_interval_s": float("nan")}, "plugin_args.backfill.yield_interval_s"),
+        ({"interval_s": float("inf")}, "plugin_args.backfill.interval_s"),
         ({"max_job_test": 2.5}, "plugin_args.backfill.max_job_test"),
         ({"predictor": "perfect"}, "plugin_args.backfill.predictor"),
         ({"bf_window": 10}, "plugin_args.backfill.bf_window"),

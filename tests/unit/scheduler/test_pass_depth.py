@@ -10,10 +10,11 @@ import pytest
 
 from hal.config.model import config_from_dict
 from hal.core.errors import InvalidRequest
+from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins import build_scheduler, default_profile
-from hal.scheduler.service import PacedScheduler
+from hal.scheduler.service import PacedScheduler, PassBounds
 from hal.testing import cluster, make_job
 
 NOW = 1000.0
@@ -74,10 +75,38 @@ def test_a_stopped_pass_runs_no_backfill_stage() -> None:
     assert stopped.backfill is None and stopped.plan.forecasting == ()
 
 
+def test_a_stopped_pass_still_notices_deep_jobs_becoming_eligible() -> None:
+    """Slurm tests begin times and dependencies on every pending job each pass; only the
+    placements stop at the depth. Deep in the queue, a job whose --begin has passed and
+    one whose dependency was met (job 5 completed) get reason None from a depth-3 pass,
+    so the plan applier records their eligible time now, not at the next full pass; a
+    job whose dependency is still unmet, or not judged yet, gets Dependency; an
+    ordinary deep job still gets nothing."""
+    done = make_job(5).state(JobState.COMPLETED)
+    running = make_job(6).state(JobState.RUNNING)
+    deep = [
+        make_job(200).begin(NOW - 10).reason(PendingReason.BEGIN_TIME),
+        make_job(201).depends("afterok:5").reason(PendingReason.DEPENDENCY),
+        make_job(202).depends("afterok:6").reason(PendingReason.DEPENDENCY),
+        make_job(203).depends("afterok:6"),
+        make_job(204).cpus(1).limit(600),
+    ]
+    jobs = [make_job(100 + i).cpus(4).limit(600) for i in range(10)]
+    snap = cluster(NOW).uniform_nodes(2, cpus=4).related(done, running)
+    result = _no_backfill().run_pass(snap.pending(*jobs, *deep).build(), depth=3)
+    assert not result.complete
+    reasons = {u.job_id: u.reason for u in result.plan.updates if u.job_id >= 200}
+    assert reasons == {
+        200: PendingReason.NONE,
+        201: PendingReason.NONE,
+        203: PendingReason.DEPENDENCY,
+    }
+    assert result.statuses[202].reason is PendingReason.DEPENDENCY
+    assert 204 not in result.statuses
+
+
 def _paced(depth: int = 5, interval: float = 60.0, starts: int = 0) -> PacedScheduler:
-    return PacedScheduler(
-        _no_backfill(), queue_depth=depth, sched_interval_s=interval, max_starts=starts
-    )
+    return PacedScheduler(_no_backfill(), bounds=PassBounds(depth, interval, starts))
 
 
 def test_paced_passes_are_full_every_sched_interval_and_bounded_between() -> None:
@@ -110,7 +139,7 @@ def test_a_pass_stopped_at_max_starts_is_not_full_so_the_next_one_is() -> None:
 def test_a_backfill_pass_is_a_full_pass() -> None:
     """Backfill plans the held-back jobs of the whole queue: a pass where it is due looks
     at every job even within sched_interval."""
-    paced = PacedScheduler(build_scheduler(), queue_depth=5, sched_interval_s=600.0)
+    paced = PacedScheduler(build_scheduler(), bounds=PassBounds(5, 600.0))
     assert len(paced.run_pass(_queue(NOW)).statuses) == 30
     assert len(paced.run_pass(_queue(NOW + 1)).statuses) == 5
     assert len(paced.run_pass(_queue(NOW + 31)).statuses) == 30
@@ -129,6 +158,10 @@ def _forecasting() -> tuple[ClusterSnapshot, ClusterSnapshot]:
     return at(NOW), at(NOW + 1)
 
 
+def _no_time() -> bool:
+    return False  # (a slice's time is up after its first job)
+
+
 def test_a_forecast_in_slices_gives_the_starts_of_a_whole_one() -> None:
     """bf_yield_interval: with no time to spare each slice plans one job; the passes
     after it (no backfill stage) carry the rest in their plans' ``forecasting`` and the
@@ -140,12 +173,12 @@ def test_a_forecast_in_slices_gives_the_starts_of_a_whole_one() -> None:
     expected = sorted(whole.forecast(plan))
     sliced = build_scheduler()
     plan = sliced.run_pass(first).plan
-    got = list(sliced.forecast(plan, budget_s=0.0))
+    got = list(sliced.forecast(plan, go_on=_no_time))
     assert len(got) == 1
     for _ in range(4):
         plan = sliced.run_pass(later, backfill=False).plan
         assert len(plan.forecasting) == 5 - len(got)
-        got += sliced.forecast(plan, budget_s=0.0)
+        got += sliced.forecast(plan, go_on=_no_time)
     assert sorted(got) == expected
     assert sliced.run_pass(later, backfill=False).plan.forecasting == ()
 
@@ -155,7 +188,7 @@ def test_a_backfill_pass_drops_a_forecast_not_yet_done() -> None:
     first, _ = _forecasting()
     sched = build_scheduler()
     plan = sched.run_pass(first).plan
-    sched.forecast(plan, budget_s=0.0)
+    sched.forecast(plan, go_on=_no_time)
     again = sched.run_pass(first).plan
     assert again.forecasting == plan.forecasting  # its own forecast, whole
     assert len(sched.forecast(again)) == 5

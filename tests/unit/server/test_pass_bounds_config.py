@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hal.api.server import HalServer
 from hal.config.model import load_config
+from hal.scheduler.service import PassBounds
 
 
 def test_the_passes_bounds_come_from_the_config_and_follow_reconfigure(tmp_path: Path) -> None:
@@ -21,12 +22,12 @@ def test_the_passes_bounds_come_from_the_config_and_follow_reconfigure(tmp_path:
             data_dir=tmp_path,
         )  # fmt: skip
         paced = cp.paced
-        assert (paced.queue_depth, paced.sched_interval_s, paced.max_starts) == (7, 5.0, 1000)
+        assert paced.bounds == PassBounds(7, 5.0, 1000)
         await cp.start()
         try:
             config.write_text("[scheduler]\ndefault_queue_depth = 0\nmax_job_starts = 50\n")
             await cp.reconfigure()
-            assert (paced.queue_depth, paced.sched_interval_s, paced.max_starts) == (0, 60.0, 50)
+            assert paced.bounds == PassBounds(0, 60.0, 50)
         finally:
             await cp.stop()
 

@@ -304,7 +304,7 @@ class BackfillPolicy:
     pass, in order; 0 = all. ``interval_s`` (bf_interval): how often the caller should run
     the stage (``Scheduler.backfill_interval_s``); the pure pass itself keeps no time.
     ``yield_interval_s`` (bf_yield_interval): the caller works the forecast out in slices
-    of about this long, one per cycle (``Scheduler.forecast``'s ``budget_s``); 0 = whole.
+    of about this long, one per cycle (``PacedScheduler.forecast``); 0 = whole.
     ``shortest_first``: after the reservations, try candidates by shortest expected run
     time instead of priority (EASY-SJBF). ``protect_after_s``: once the partition's first
     held-back job has waited this long, a job backfilled now is planned to hold its nodes

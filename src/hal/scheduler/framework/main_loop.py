@@ -47,6 +47,15 @@ _NOW = Mode.NOW
 _UNKNOWN = Status(Code.ERROR, message="no verdict kept")
 _SUCCESS, _UNSCHEDULABLE = Code.SUCCESS, Code.UNSCHEDULABLE
 _RESOURCES = PendingReason.RESOURCES
+# Reasons a job after a pass's stop is still looked at for (``notice_eligible``): it
+# waits for its begin time or for other jobs, and may have become eligible.
+_WAITS = frozenset(
+    {PendingReason.BEGIN_TIME, PendingReason.DEPENDENCY, PendingReason.JOB_ARRAY_TASK_LIMIT}
+)
+_UNJUDGED = PendingReason.WAITING_FOR_SCHEDULING
+# The verdict of an eligible job after the stop: no placement was tried (Slurm's
+# WAIT_NO_REASON, "None", which its build_job_queue gives a job found independent).
+_ELIGIBLE = unschedulable(PendingReason.NONE, "eligible: not looked at by this pass", QUEUE)
 # The queue a job waits in: its partition, and the advance reservation it runs in (None
 # for most). A reservation's jobs run only on its nodes, which no other job may use
 # meanwhile, so they neither wait behind the partition's blocked head nor block it.
@@ -117,6 +126,7 @@ class MainLoop:
         for job in queue:
             if stop:
                 if looked >= most or (starts is not None and len(placed) >= starts):
+                    self.notice_eligible(queue[looked:])
                     return False
                 looked += 1
             if claimed and job.id in claimed:
@@ -176,6 +186,27 @@ class MainLoop:
             if not_placed(job, st, stage):
                 self._hand_over_counters(job)
         return True
+
+    def notice_eligible(self, rest: Sequence[Job]) -> None:
+        """The jobs of ``rest`` (after the stop) that wait for their begin time or for
+        other jobs (a dependency, an array's throttle; or a dependency not judged yet):
+        each gets its PreFilter's own verdict, or ``None`` when it is eligible now. Slurm's
+        build_job_queue runs its begin and dependency tests on every pending job each
+        pass; only the placement tests stop at the depth. So the pass that finds a
+        dependency met records it (the plan applier's eligible_time: sacct's Eligible,
+        the priority's age), not the next full pass, up to sched_interval later."""
+        pre_filter, ctx = self.framework.pre_filter, self.ctx
+        for job in rest:
+            reason = job.reason
+            if reason not in _WAITS and (reason is not _UNJUDGED or job.spec.dependency is None):
+                continue
+            own = pre_filter(ctx, job)
+            st = _ELIGIBLE if own is None else own.status
+            self.statuses[job.id] = st
+            if st.terminal_state is not None:
+                self.terminations.append(Termination(job.id, st.terminal_state, st.reason))
+            else:
+                self.waiting.append(job)
 
     def gate(self, job: Job) -> Status | None:
         """The verdict of a job behind its blocked queue (``Priority``), or behind a job

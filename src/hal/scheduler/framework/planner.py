@@ -81,8 +81,8 @@ class Forecast:
         ``left``: every one, or, with ``go_on``, as many as are planned before it says
         False (one at least; it is asked after each). Each job once: it uses the profile
         up, and the next call goes on from where this one stopped."""
-        found = self._planner.forecast(self.left, go_on)
-        self._done += len(found)
+        found, planned = self._planner.forecast(self.left, go_on)
+        self._done += planned
         return found
 
 
@@ -505,7 +505,7 @@ class Planner:
 
     def forecast(
         self, jobs: Sequence[Job], go_on: Callable[[], bool] | None = None
-    ) -> dict[int, float | None]:
+    ) -> tuple[dict[int, float | None], int]:
         """Expected starts of ``jobs`` (``to_forecast``'s; ``squeue --start``: Slurm's
         backfill gives one to every job it tests): each planned in turn on the stage's
         profile after its decisions, as conservative backfilling would reserve it (a
@@ -513,11 +513,15 @@ class Planner:
         within the window. Only shown: nothing starts from these plans and no
         reservation is recorded. Called after the pass (``Forecast.starts``): it uses
         the profile up. ``go_on``: asked after each job; False stops here (the jobs
-        planned so far are returned, the profile holds them for the next call)."""
+        planned so far are returned, the profile holds them for the next call). Also
+        returns how many of ``jobs`` it planned (the next call starts after them: not
+        ``len`` of the starts, which counts job ids)."""
         profile = self.profile
         starts: dict[int, float | None] = {}
         kind_of = self.groupings.of
+        planned = 0
         for job in jobs:
+            planned += 1
             kind = kind_of(job)
             best: Found | None = None
             if kind is not None:
@@ -538,7 +542,7 @@ class Planner:
                 self._hold_counts(form, start, start + runtime)
             if go_on is not None and not go_on():
                 break
-        return starts
+        return starts, planned
 
     def _hold_counts(self, job: Job, start: float, end: float) -> None:
         """A job started or reserved from ``start`` holds its counters until ``end``,

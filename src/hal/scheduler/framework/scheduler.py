@@ -91,7 +91,8 @@ class PassResult:
     # The backfill stage settled and nothing started: see ``backfill.SettledStage``.
     settled: SettledStage | None = None
     # Whether the main loop looked at every pending job (False: it stopped at a queue
-    # depth or at its most starts; the jobs after the stop have no verdict here).
+    # depth or at its most starts; the jobs after the stop have no verdict here, but for
+    # those waiting for their begin time or other jobs: ``MainLoop.notice_eligible``).
     complete: bool = True
 
 
@@ -123,7 +124,9 @@ class Scheduler:
         """One full pass over ``snapshot.pending``."""
         return self.run_pass(snapshot).plan
 
-    def forecast(self, plan: Plan, *, budget_s: float | None = None) -> tuple[PendingUpdate, ...]:
+    def forecast(
+        self, plan: Plan, *, go_on: Callable[[], bool] | None = None
+    ) -> tuple[PendingUpdate, ...]:
         """The forecast starts of ``plan.forecasting`` (``squeue --start``: the waiting
         jobs EASY backfill left without a reservation, ADR 0018), as updates of the jobs
         whose start they change, with the reasons the latest pass gave them. They are
@@ -131,18 +134,15 @@ class Scheduler:
         plan that is not the last pass's. The server asks after applying the plan: the
         forecast is not part of the decisions, and not worth delaying them for.
 
-        ``budget_s`` (the backfill plugin's ``yield_interval_s``; None: no bound): plan
-        jobs, in order, for about that long (one at least), and keep the rest: the next
-        pass that does not run the backfill stage names them in its plan's
-        ``forecasting`` and this goes on from there (ADR 0029). Each job is planned
-        once, on the profile of the pass that ran the stage."""
+        ``go_on`` (None: no bound): asked after each job planned, in order (one at
+        least); False keeps the rest: the next pass that does not run the backfill
+        stage names them in its plan's ``forecasting`` and this goes on from there (ADR
+        0029). The caller owns the clock: ``PacedScheduler`` stops after the backfill
+        plugin's ``yield_interval_s`` (``forecast_slice_s``). Each job is planned once,
+        on the profile of the pass that ran the stage."""
         kept, self._forecast = self._forecast, None
         if kept is None or (kept.revision, kept.jobs) != (plan.revision, plan.forecasting):
             return ()
-        go_on = None
-        if budget_s is not None:
-            deadline = time.perf_counter() + budget_s
-            go_on = lambda: time.perf_counter() < deadline  # noqa: E731
         updates = kept.updates(go_on)
         if kept.forecast.left:
             self._forecast = kept
@@ -158,9 +158,9 @@ class Scheduler:
 
     @property
     def forecast_slice_s(self) -> float | None:
-        """bf_yield_interval of the profile's Backfill plugin: the ``budget_s`` callers
-        that spread the forecast over cycles give ``forecast`` (None: no backfill, or 0:
-        the whole forecast at once)."""
+        """bf_yield_interval of the profile's Backfill plugin: how long callers that
+        spread the forecast over cycles let ``forecast`` plan each time (its ``go_on``;
+        None: no backfill, or 0: the whole forecast at once)."""
         plugin = self.profile.backfill
         return None if plugin is None or plugin.yield_interval_s <= 0 else plugin.yield_interval_s
 
@@ -200,7 +200,9 @@ class Scheduler:
         bound the main loop: it looks at the first ``depth`` jobs in queue order at most,
         and stops once it has placed ``max_starts``. A pass that stopped so
         (``PassResult.complete`` False) decides nothing for the jobs after the stop (no
-        verdict, no update: they keep the reason and expected start the store has), and
+        verdict, no update: they keep the reason and expected start the store has; but
+        one waiting for its begin time or for other jobs gets its PreFilter's verdict,
+        ``None`` once eligible: ``MainLoop.notice_eligible``), and
         runs no backfill stage (the held-back jobs keep their expected starts, as with
         ``backfill=False``): backfill plans the whole queue behind the jobs placed. The
         jobs it looked at are decided as a full pass decides them: the same placements,

@@ -11,6 +11,7 @@ time limit; the prediction only moves planned starts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
@@ -77,13 +78,16 @@ class Backfill:
 
     @property
     def interval_s(self) -> float:
-        policies = [self.default, *self.per_partition.values()]
-        return min((p.interval_s for p in policies if p is not None), default=0.0)
+        return self._least(lambda p: p.interval_s)
 
     @property
     def yield_interval_s(self) -> float:
+        return self._least(lambda p: p.yield_interval_s)
+
+    def _least(self, setting: Callable[[BackfillPolicy], float]) -> float:
+        """The smallest ``setting`` of the policies (0 where no partition backfills)."""
         policies = [self.default, *self.per_partition.values()]
-        return min((p.yield_interval_s for p in policies if p is not None), default=0.0)
+        return min((setting(p) for p in policies if p is not None), default=0.0)
 
     def policy_for(self, partition: str) -> BackfillPolicy | None:
         if partition in self.per_partition:
@@ -122,6 +126,9 @@ def _number(args: PluginArgs, key: str, default: float, *, integer: bool = False
     value = args.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise PluginArgsError(key, f"must be a non-negative number, not {value!r}")
+    if not math.isfinite(value):  # (NaN passes ``< 0``; it made every forecast slice one
+        # job long, inf bf_interval never due)
+        raise PluginArgsError(key, f"must be a finite non-negative number, not {value!r}")
     if integer and int(value) != value:
         raise PluginArgsError(key, f"must be a whole number, not {value!r}")
     return float(value)
