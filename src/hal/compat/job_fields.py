@@ -179,6 +179,20 @@ def _het(value: int | str | None) -> str:
 if TYPE_CHECKING:
     JobColumn = Callable[[JobInfo, float], str]
 
+
+class _Timestamp:
+    """A column that shows the job's ``field`` as a timestamp (``TIME_LETTERS``)."""
+
+    __slots__ = ("field",)
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __call__(self, job: JobInfo, now: float) -> str:
+        value: float | None = getattr(job, self.field)
+        return timestamp(value)
+
+
 NO_VAL = "4294967294"  # Slurm's: an id it does not know
 
 
@@ -236,7 +250,7 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "r": ("REASON", lambda j, n: reason_name(j.reason)),
     "S": ("START_TIME", _start),
     "e": ("END_TIME", _end),
-    "V": ("SUBMIT_TIME", lambda j, n: timestamp(j.submit_time)),
+    "V": ("SUBMIT_TIME", _Timestamp("submit_time")),
     "E": ("DEPENDENCY", lambda j, n: _dependency(j)),
     "Q": ("PRIORITY", lambda j, n: str(j.priority)),
     "y": ("NICE", lambda j, n: str(j.nice)),
@@ -273,10 +287,10 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "hetjobidset": ("HET_JOB_ID_SET", lambda j, n: _het(j.het_job_id_set)),
     "numtasks": ("TASKS", lambda j, n: str(j.ntasks)),
     "cpus-per-task": ("CPUS_PER_TASK", lambda j, n: str(j.cpus_per_task)),
-    "eligibletime": ("ELIGIBLE_TIME", lambda j, n: timestamp(j.eligible_time)),
+    "eligibletime": ("ELIGIBLE_TIME", _Timestamp("eligible_time")),
     "restartcnt": ("RESTARTCNT", lambda j, n: str(j.restarts)),
     "requeue": ("REQUEUE", lambda j, n: str(int(j.requeue))),
-    "preempttime": ("PREEMPT_TIME", lambda j, n: timestamp(j.preempt_time)),
+    "preempttime": ("PREEMPT_TIME", _Timestamp("preempt_time")),
     # --time-min; 0:00 without one, as squeue's _print_job_time_min prints Slurm's 0;
     # -O MinTime, titled TIME_MIN (checked with Slurm 22.05.8: docs/slurm-checks.md)
     "mintime": ("TIME_MIN", lambda j, n: duration_short(j.time_min_seconds or 0)),
@@ -369,13 +383,10 @@ PLAIN_LETTERS: dict[str, str] = {
     "stderr": "stderr",
 }
 
-# The columns that show one field as a timestamp (``timestamp``): laid out by
-# ``formats.timestamps``, each whole second formatted once (test_squeue_layout.py checks
-# each against its column)
+# The columns that show one field as a timestamp (the ``_Timestamp`` columns above):
+# laid out by ``formats.timestamps``, each whole second formatted once
 TIME_LETTERS: dict[str, str] = {
-    "V": "submit_time",
-    "eligibletime": "eligible_time",
-    "preempttime": "preempt_time",
+    letter: show.field for letter, (_, show) in JOB_LETTERS.items() if isinstance(show, _Timestamp)
 }
 
 # -O/--Format names (case-insensitive) → letter (or the key of a column -o has no letter

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import ssl
+import sys
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +38,17 @@ def client_context(
     """Verify servers against the system store plus ``ca`` (default ``HAL_CA_FILE``);
     present ``cert``/``key`` (default ``HAL_TLS_CERT``/``HAL_TLS_KEY``) when given."""
     ctx = ssl.create_default_context()
+    load_site(ctx, ca, cert, key)
+    return ctx
+
+
+def load_site(
+    ctx: ssl.SSLContext, ca: str | None = None, cert: str | None = None, key: str | None = None
+) -> None:
+    """Load the site's TLS files into the client context ``ctx``: the CA to trust ``ca``
+    (default ``HAL_CA_FILE``) and the pair to present ``cert``/``key`` (default
+    ``HAL_TLS_CERT``/``HAL_TLS_KEY``); a file that cannot be used raises
+    ``TlsSetupError``."""
     path = ca_file(ca)
     if path:
         try:
@@ -49,7 +62,39 @@ def client_context(
     key = key or os.environ.get(KEY_ENV, "").strip() or None
     if cert:
         load_pair(ctx, cert, key)
-    return ctx
+
+
+class DeferredClientContext(ssl.SSLContext):
+    """A client context that verifies servers as ``client_context()``'s does (the system
+    store, HAL_CA_FILE, hostname checked; HAL_TLS_CERT/HAL_TLS_KEY presented) but reads
+    the system store at its first handshake, not when made: about 20 ms of CPU that a
+    client given plain-HTTP addresses (an agent, a cache node) pays only if a standby's
+    redirect or a learned address (``X-HAL-Servers``) takes it to https. The site's own
+    files are loaded when it is made (``load_site``), so a bad one is reported at once."""
+
+    def __new__(cls) -> DeferredClientContext:
+        return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._store_lock = threading.Lock()  # a sync client may connect from threads
+        self._store_loaded = False
+        if sys.version_info >= (3, 13):  # what create_default_context() sets there
+            self.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
+
+    def _load_store(self) -> None:
+        with self._store_lock:
+            if not self._store_loaded:
+                self.load_default_certs(ssl.Purpose.SERVER_AUTH)
+                self._store_loaded = True
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        self._load_store()
+        return super().wrap_socket(*args, **kwargs)
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        self._load_store()
+        return super().wrap_bio(*args, **kwargs)
 
 
 def server_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
@@ -167,9 +212,14 @@ class ServerTls:
 
 
 def verify_for(url: str) -> ssl.SSLContext:
-    """httpx's ``verify`` for ``url``: ``client_context()`` for https (the system's CAs,
-    HAL_CA_FILE, and HAL_TLS_CERT/HAL_TLS_KEY); for plain HTTP, where it is unused, a
-    context that trusts no CA (it would refuse every certificate), not httpx's default
-    (``True``), which loads certifi's CAs when the client is made: 20 ms of CPU, paid by
-    each agent's start."""
-    return client_context() if url.startswith("https:") else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    """httpx's ``verify`` for a client given ``url`` (of several, an https one if any):
+    for https, ``client_context()``; for plain HTTP a ``DeferredClientContext``, which
+    verifies the same way should the client be sent to https (a leader's redirect, an
+    address learned from ``X-HAL-Servers``) but reads the system store only then. Not
+    httpx's default (``True``): that loads certifi's CAs when the client is made (about
+    20 ms of CPU each agent's start would pay) and not HAL_CA_FILE."""
+    if url.startswith("https:"):
+        return client_context()
+    ctx = DeferredClientContext()
+    load_site(ctx)
+    return ctx

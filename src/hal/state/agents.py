@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from hal.core.errors import Unavailable
 from hal.core.feedback import ENV_TOKEN, job_token
 from hal.core.gpu_islands import complete_islands
 from hal.core.job import Job
@@ -312,7 +313,9 @@ async def register(
 
 async def _commit_registrations(cluster: Cluster, change: Change) -> None:
     """Commit the registrations waiting (under the lock: ``change``), and set each one's
-    ``done``; a failed commit is every one's error."""
+    ``done``. An outage of the store (``Unavailable``) is every one's error; any other
+    failure may be one registration's row the store refuses, so they are committed again
+    one at a time, and only the refused one fails."""
     batch = cluster.registering[:REGISTRATIONS_PER_COMMIT]
     del cluster.registering[: len(batch)]
     try:
@@ -324,33 +327,63 @@ async def _commit_registrations(cluster: Cluster, change: Change) -> None:
                 kept.append(waiting)
         if not kept:
             return
-        events = [
-            EventRow(
-                r.node.last_heartbeat,
-                "node.registered",
-                node=r.node.name,
-                state=r.node.state.value,
-                data={"cpus": r.request.cpus, "gpus": r.request.gpus},
-            )
-            for r in kept
-        ]
-
-        def upsert(tx: StateTransaction) -> None:
-            for r in kept:
-                tx.upsert_node(r.node)
-
-        await change.commit([], events, extra=upsert)
-        for r in kept:
-            _mirror_registration(cluster, r)
-            r.done.set_result(None)
+        try:
+            await _commit_together(cluster, change, kept)
+        except Unavailable:
+            raise
+        except Exception:
+            if len(kept) == 1:
+                raise
+            for waiting in kept:
+                try:
+                    await _commit_together(cluster, change, [waiting])
+                except Unavailable:
+                    raise
+                except Exception as err:
+                    waiting.done.set_exception(err)
     except Exception as err:
         for waiting in batch:
             if not waiting.done.done():
-                waiting.done.set_exception(err)
+                waiting.done.set_exception(_own_copy(err))
     except BaseException:  # (cancelled: the server stops)
         for waiting in batch:
             waiting.done.cancel()
         raise
+
+
+async def _commit_together(cluster: Cluster, change: Change, kept: list[Registration]) -> None:
+    """Commit ``kept`` in one transaction, mirror them and set their ``done``."""
+    events = [
+        EventRow(
+            r.node.last_heartbeat,
+            "node.registered",
+            node=r.node.name,
+            state=r.node.state.value,
+            data={"cpus": r.request.cpus, "gpus": r.request.gpus},
+        )
+        for r in kept
+    ]
+
+    def upsert(tx: StateTransaction) -> None:
+        for r in kept:
+            tx.upsert_node(r.node)
+
+    await change.commit([], events, extra=upsert)
+    for r in kept:
+        _mirror_registration(cluster, r)
+        r.done.set_result(None)
+
+
+def _own_copy(err: Exception) -> Exception:
+    """``err`` for one of several waiters: an exception of its type, message and
+    attributes, raised from it; one object raised in every waiter's task would gather
+    all their tracebacks. (Made without its ``__init__``, which may build the message
+    from other arguments than the ``args`` it leaves.)"""
+    mine = type(err).__new__(type(err), *err.args)
+    mine.args = err.args
+    mine.__dict__.update(err.__dict__)
+    mine.__cause__ = err
+    return mine
 
 
 def _mirror_registration(cluster: Cluster, registration: Registration) -> None:

@@ -7,6 +7,7 @@ for the other servers in the unit tests of the clients' leader-finding
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,9 +21,9 @@ class FailoverPeer:
     A leader registers agents, answers the GETs of ``gets``, accepts submissions (one job id per
     ``Idempotency-Key``), says who the caller is, and streams ``events`` from ``after``;
     ``stream_cut`` events into a stream it hands leadership to ``successor`` and drops
-    the connection."""
+    the connection. With ``tls`` (a server context) it serves HTTPS."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.role = "leader"
         self.leader_url = ""
         self.servers = ""  # the X-HAL-Servers every answer carries ("": none, as SQLite)
@@ -131,7 +132,10 @@ class FailoverPeer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        if tls is not None:  # (a failed handshake fails that accept; the server goes on)
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        scheme = "http" if tls is None else "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
 
     def standby(self, leader: FailoverPeer | None = None) -> FailoverPeer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,6 +16,8 @@ from hal.agent.channel import (
     HttpAgentChannel,
     NodeForgotten,
 )
+from hal.host.certs import init_ca, issue
+from hal.host.tls import server_context
 from hal.testing.failover_peer import FailoverPeer
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentSync, JobReport
 
@@ -147,3 +150,35 @@ def test_an_agent_given_several_servers_registers_with_the_leader() -> None:
         leader.close()
         standby.close()
     assert leader.registered == ["n1"] and standby.registered == []
+
+
+def test_an_agent_given_http_verifies_an_https_leader_with_the_site_ca(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hal agent --server http://STANDBY` whose standby redirects to a leader serving
+    https with the site CA's certificate: the registration reaches the leader when
+    HAL_CA_FILE names that CA, and is refused (the certificate checked, not waved
+    through) when it does not."""
+    init_ca(tmp_path)
+    cert, key = issue(tmp_path, "localhost", ips=["127.0.0.1"])
+    leader = FailoverPeer(tls=server_context(str(cert), str(key)))
+    standby = FailoverPeer().standby(leader)
+
+    async def register() -> HttpAgentChannel:
+        ch = HttpAgentChannel(standby.url, "s3cret")
+        try:
+            await ch.register(AgentRegister(node="n1", cpus=2, memory_bytes=1))
+        finally:
+            await ch.aclose()
+        return ch
+
+    try:
+        monkeypatch.setenv("HAL_CA_FILE", str(tmp_path / "ca.pem"))
+        assert asyncio.run(register()).servers.leader == leader.url
+        monkeypatch.delenv("HAL_CA_FILE")
+        with pytest.raises(ChannelUnavailable, match="not signed by a CA this client trusts"):
+            asyncio.run(register())
+    finally:
+        leader.close()
+        standby.close()
+    assert leader.registered == ["n1"]

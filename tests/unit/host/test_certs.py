@@ -21,7 +21,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from hal.core.errors import Conflict, InvalidRequest
 from hal.host.certs import init_ca, issue
-from hal.host.tls import TlsSetupError, client_context, explain, peer_names, server_context
+from hal.host.tls import (
+    DeferredClientContext,
+    TlsSetupError,
+    client_context,
+    explain,
+    peer_names,
+    server_context,
+    verify_for,
+)
 
 HAL = (sys.executable, "-m", "hal.cli.main")
 SERVER_NAMES = ("--dns", "head.example", "--ip", "10.0.0.1")
@@ -173,3 +181,28 @@ def test_peer_names_reads_common_and_dns_names() -> None:
     }
     assert peer_names(cert) == {"node1", "node1.example"}
     assert peer_names(None) == set()
+
+
+def test_a_plain_http_client_reads_the_system_store_only_if_it_goes_to_https(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent given http:// addresses starts without reading the system's CA store
+    (its cost is the start's), yet trusts the site CA at once and checks the host name."""
+    init_ca(tmp_path)
+    issue(tmp_path, "localhost", dns=["localhost"])
+    monkeypatch.setenv("HAL_CA_FILE", str(tmp_path / "ca.pem"))
+    ctx = verify_for("http://head:8470")
+    assert isinstance(ctx, DeferredClientContext)
+    assert ctx.cert_store_stats()["x509_ca"] == 1  # the site CA only
+    assert (ctx.verify_mode, ctx.check_hostname) == (ssl.CERT_REQUIRED, True)
+    with (
+        _tls_server(tmp_path / "localhost.pem", tmp_path / "localhost.key") as (port, _),
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        ctx.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        assert tls.recv(2) == b"ok"
+    # now it trusts what client_context() does: the system store and the site CA
+    assert ctx.cert_store_stats() == client_context().cert_store_stats()
+    monkeypatch.setenv("HAL_CA_FILE", str(tmp_path / "missing.pem"))
+    with pytest.raises(TlsSetupError, match=r"cannot use .* as the CA"):
+        verify_for("http://head:8470")  # a bad site file is reported when the client is made

@@ -4,12 +4,17 @@ cluster's writer is not made when its turn comes; one whose agent still waits is
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
+from hal.core.node import Node
 from hal.state import agents
 from hal.state.cluster import Cluster
+from hal.state.store import DatabaseUnavailable
 from hal.wire.agent import AgentRegister, AgentRegistered
 
 
@@ -82,3 +87,81 @@ def test_registrations_queued_together_commit_in_one_transaction(cluster: Cluste
     assert "burst7" not in cluster.nodes and not cluster.registering
     stored = [e.node for e in cluster.recent_events if e.kind == "node.registered"]
     assert stored == made
+
+
+def _queue_and_answer(cluster: Cluster, names: list[str]) -> list[BaseException | AgentRegistered]:
+    """Registrations of ``names`` queued while the writer is busy (one batch), answered."""
+
+    async def scenario() -> list[BaseException | AgentRegistered]:
+        async with cluster.change():
+            tasks = [
+                asyncio.create_task(
+                    agents.register(cluster, AgentRegister(node=n, cpus=2, memory_bytes=1 << 30))
+                )
+                for n in names
+            ]
+            await asyncio.sleep(0.01)
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    return asyncio.run(scenario())
+
+
+def _refusing(cluster: Cluster, error: Callable[[str], Exception]) -> list[str]:
+    """Make the store refuse any transaction that writes the node ``bad`` with
+    ``error(node)``; the list returned gathers the nodes each transaction wrote."""
+    opened = cluster.store.transaction
+    written: list[str] = []
+
+    class Refusing:
+        def __init__(self, tx: Any) -> None:
+            self.tx = tx
+
+        def upsert_node(self, node: Node) -> None:
+            written.append(node.name)
+            if node.name == "bad":
+                raise error(node.name)
+            self.tx.upsert_node(node)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.tx, name)
+
+    @contextmanager
+    def transaction() -> Iterator[Any]:
+        with opened() as tx:
+            yield Refusing(tx)
+
+    cluster.store.transaction = transaction  # type: ignore[method-assign]
+    return written
+
+
+def test_a_row_the_store_refuses_fails_only_its_own_registration(cluster: Cluster) -> None:
+    """A batch of registrations with one node's row the database refuses (bad data, not
+    an outage): the batch is committed again one at a time, the other agents register
+    and only that one gets the error."""
+    written = _refusing(
+        cluster, lambda node: IntegrityError("INSERT INTO nodes", {}, ValueError(node))
+    )
+    names = ["ok0", "bad", "ok1", "ok2"]
+    answers = _queue_and_answer(cluster, names)
+    assert isinstance(answers[1], IntegrityError)
+    made = [a.node for a in answers if isinstance(a, AgentRegistered)]
+    assert made == ["ok0", "ok1", "ok2"]
+    assert "bad" not in cluster.nodes and "bad" not in cluster.agent_sessions
+    assert written == ["ok0", "bad", *names]  # the batch (to the refusal), then one at a time
+    stored = [e.node for e in cluster.recent_events if e.kind == "node.registered"]
+    assert stored == made
+
+
+def test_an_outage_fails_the_whole_batch_each_with_its_own_error(cluster: Cluster) -> None:
+    """The database down while a batch commits: every registration of it fails (no
+    retrying one at a time against a store that is not there), and each agent's answer
+    carries an exception of its own, raised from the store's."""
+    written = _refusing(cluster, lambda node: DatabaseUnavailable("connection refused"))
+    names = ["ok0", "bad", "ok1"]
+    errors = [a for a in _queue_and_answer(cluster, names) if isinstance(a, DatabaseUnavailable)]
+    assert len({id(e) for e in errors}) == 3
+    cause = errors[0].__cause__
+    assert isinstance(cause, DatabaseUnavailable)
+    assert all(e.__cause__ is cause and str(e) == str(cause) for e in errors)
+    assert written == ["ok0", "bad"]  # one transaction
+    assert not any(n in cluster.nodes for n in names)
