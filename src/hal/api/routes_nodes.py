@@ -147,6 +147,7 @@ async def show_config(request: Request, ctx: Ctx, _caller: Who) -> ClusterConfig
             "PurgeJobAfter": str(cfg.accounting.purge_jobs_after or "NONE"),
             "MailProg": cfg.mail.prog,
             "MailDomain": cfg.mail.domain or "(null)",
+            "SchedulerParameters": _scheduler_parameters(ctx),
         },
         node_timeout_seconds=cfg.node_timeout_seconds,
         return_to_service=cfg.return_to_service,
@@ -160,6 +161,25 @@ async def show_config(request: Request, ctx: Ctx, _caller: Who) -> ClusterConfig
         state_save_location=str(data_dir or ""),
         boot_time=getattr(observe, "started_at", None) or None,
     )
+
+
+def _scheduler_parameters(ctx: Services) -> str:
+    """Slurm's SchedulerParameters for what the server honours of them: its passes'
+    bounds (ADR 0029) and, with a backfill stage, bf_interval and bf_yield_interval
+    (Slurm's in microseconds)."""
+    cfg = ctx.config
+    words = ["enable_user_top"] if cfg.enable_user_top else []
+    words += [
+        f"default_queue_depth={cfg.scheduler_default_queue_depth}",
+        f"sched_interval={cfg.scheduler_sched_interval_s:g}",
+        f"sched_max_job_start={cfg.scheduler_max_job_starts}",
+    ]
+    interval = getattr(ctx.scheduler, "backfill_interval_s", None)
+    if interval is not None:
+        words.append(f"bf_interval={interval:g}")
+        slice_s = getattr(ctx.scheduler, "forecast_slice_s", None) or 0.0
+        words.append(f"bf_yield_interval={round(slice_s * 1_000_000)}")
+    return ",".join(words)
 
 
 @router.post("/reconfigure", response_model=Reconfigured)

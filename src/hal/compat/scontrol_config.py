@@ -118,7 +118,7 @@ def config_pairs(config: ClusterConfig) -> dict[str, str]:
         **_priority(config.priority),
         **config.settings,
     }
-    if config.enable_user_top:
+    if config.enable_user_top and "SchedulerParameters" not in pairs:  # (an older server)
         pairs["SchedulerParameters"] = "enable_user_top"
     if config.backfill is not None:
         pairs["SchedulerType"] = "sched/backfill" if config.backfill else "sched/builtin"
