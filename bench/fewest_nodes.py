@@ -1,4 +1,4 @@
-"""What jobs without -N cost the scheduler pass (session 40): ``hal bench sched-pass``'s
+"""What jobs without -N cost the scheduler pass: ``hal bench sched-pass``'s
 queue with its multi-task single-node jobs submitted without -N (``fewest_nodes``: any
 count of nodes from one up to one per task, fewest first) against the same queue with
 -N 1, one pass each way in the same process.

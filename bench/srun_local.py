@@ -76,7 +76,7 @@ def _requests(live: LiveServer, work: Path, m: int) -> list[float]:
         for _ in range(m):
             began = time.perf_counter()
             opened = c.open_local_step(job_id, node="node1", ntasks=1, name="true", argv=["true"])
-            # (the step id and its CPUs; a tree before session 37 answers the id alone)
+            # (the step id and its CPUs; an older tree answers the id alone)
             step = opened[0] if isinstance(opened, tuple) else opened
             c.end_local_step(job_id, step, exit_code=0)
             took.append((time.perf_counter() - began) * 1000)

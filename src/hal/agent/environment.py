@@ -90,7 +90,7 @@ def job_environment(
         "HAL_NODE_INDEX": str(launch.node_index),
         "HAL_JOB_NODELIST": nodelist,
         "HAL_CPUS_ON_NODE": cpus,
-        # as slurmstepd sets them (Slurm 22.05.8, session 41): the node's task ids (the
+        # as slurmstepd sets them (Slurm 22.05.8): the node's task ids (the
         # batch script is 0; a step's own, set where its tasks start), the node's place
         # in the topology (flat), a TMPDIR where the job's environment has none
         "SLURM_GTIDS": "0",

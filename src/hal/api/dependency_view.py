@@ -1,5 +1,5 @@
 """What a pending job's dependency shows (``scontrol show job``'s ``Dependency=``, squeue's
-``%E``), as Slurm 22.05.8 shows it (session 41, on its peer): each condition not yet met
+``%E``), as Slurm 22.05.8 shows it (on its peer): each condition not yet met
 with its own status, ``afterok:85(failed),afterok:86(unfulfilled)``; a condition that is
 met is dropped (``afterany:F,afterok:L`` once F has ended reads ``afterok:L(unfulfilled)``);
 a whole array as ``12_*``; ``None`` (``(null)``) once the dependency holds, or the job no

@@ -1,7 +1,7 @@
 """``--export``: which of the caller's environment variables a job or a step gets.
 
 sbatch and srun read the same words differently. Slurm 22.05.8 was checked side by side
-(session 42, docs/slurm-checks.md):
+(docs/slurm-checks.md):
 
 - **sbatch** (``export_environment``): ``ALL`` sends the submitter's whole environment,
   ``NONE`` only its ``SLURM_*`` variables, and ``[ALL|NONE,]NAME[=value],...`` the
@@ -9,7 +9,7 @@ sbatch and srun read the same words differently. Slurm 22.05.8 was checked side 
   over the submitter's. sbatch also puts the words given in the job's
   ``SLURM_EXPORT_ENV``. ``HAL_*`` variables go with the ``SLURM_*`` ones: ``HAL_URL``
   and ``HAL_TOKEN`` are how the job's own ``srun`` and ``scontrol`` reach the control
-  plane, where Slurm's read ``slurm.conf`` (before session 42 a ``--export=NONE`` job's
+  plane, where Slurm's read ``slurm.conf`` (without them a ``--export=NONE`` job's
   srun could not record its steps, and its steps on other nodes could not start).
 - **srun** (``step_environment``), with ``--export`` or, without it, ``SLURM_EXPORT_ENV``
   (so every step of an ``sbatch --export=NONE`` job gets ``NONE``, Slurm's known trap):

@@ -466,7 +466,7 @@ def group_field(user: str) -> str:
 def print_records(records: Sequence[list[str]], console: Console, *, oneliner: bool) -> None:
     """scontrol's ``show`` records: the first line of each flush left, the rest indented
     by three, a blank line after each record, the last too, as Slurm 22.05.8 prints them
-    (session 42; HAL printed none after the last); ``-o``: each record on one line."""
+    (HAL printed none after the last); ``-o``: each record on one line."""
     for record in records:
         if oneliner:
             console.out(" ".join(record))

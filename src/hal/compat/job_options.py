@@ -1,7 +1,7 @@
 """Values of the job options sbatch, salloc and srun share and read the same way as
 Slurm 22.05.8's ``slurm_opt.c``: ``-k``/``--no-kill[=off]``, ``--priority`` and
 ``--exclusive[=user]``. Each mistake starts with Slurm's own words (checked against the
-peer, docs/slurm-checks.md "Session 49")."""
+peer, docs/slurm-checks.md, "Job options")."""
 
 from __future__ import annotations
 

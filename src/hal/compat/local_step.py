@@ -96,7 +96,7 @@ class TasksEnd:
 class BadExit(NamedTuple):
     """srun -K (``--kill-on-bad-exit``): the first task to fail ends the others (SIGTERM,
     SIGKILL ``kill_wait`` later), with srun's and slurmstepd's lines for ``step`` on
-    ``node`` (Slurm 22.05.8, session 41)."""
+    ``node`` (Slurm 22.05.8)."""
 
     node: str
     step: str

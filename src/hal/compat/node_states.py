@@ -24,7 +24,7 @@ lists ``idle*`` and ``idle~`` nodes, ``-t no_respond`` only those not responding
 those so (Slurm 22.05.8).
 
 ``-t`` matches Slurm's base states, with drain as a flag on top (``node_tags``; checked
-on Slurm 22.05.8, docs/slurm-checks.md session 49): a drained idle node is ``idle``,
+on Slurm 22.05.8, docs/slurm-checks.md): a drained idle node is ``idle``,
 ``drain`` and ``drained``; a draining one ``alloc``, ``drain`` and ``draining`` (not
 ``mix``); a mixed one ``mix`` and ``alloc``; a down drained one ``down``, ``drain`` and
 ``drained``.

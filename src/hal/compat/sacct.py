@@ -973,7 +973,7 @@ def _start(job: JobInfo) -> float | None:
     """When the job stopped pending: its start, or for a job that ended without starting
     (cancelled while pending) its end. Slurm 22.05.8 shows such a job's Start as
     ``None`` and lists it under ``-s PD`` only in windows before its end (checked with
-    slurmdbd, session 42); HAL listed it in every window."""
+    slurmdbd); HAL listed it in every window."""
     return job.start_time if job.start_time is not None else job.end_time
 
 

@@ -66,7 +66,7 @@ _UNSEEN = PendingReason.WAITING_FOR_SCHEDULING.value  # a job no cycle has looke
 QUEUED_AFTER_SECONDS = 0.5  # pending longer than this: "queued and waiting for resources"
 WATCH_SECONDS = 2.0  # how often the allocation is checked while the command runs
 # SIGINT or SIGTERM to salloc while its command runs revokes the allocation, and salloc
-# exits 0 (Slurm 22.05.8, session 41); other signals go to the command's group
+# exits 0 (Slurm 22.05.8); other signals go to the command's group
 REVOKING = (signal.SIGINT, signal.SIGTERM)
 USER_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL)
 KILL_GRACE_SECONDS = 10.0  # a revoked command's time to end before SIGKILL
@@ -122,7 +122,7 @@ def salloc(argv: list[str], console: Console) -> int:
     except HalError as err:
         return console.error(f"Job submit/allocate failed: {err.message}")
     # "Pending job allocation N" only for an allocation that is not granted at once (as
-    # Slurm 22.05.8's salloc says it only when it must wait: session 41), or before saying
+    # Slurm 22.05.8's salloc says it only when it must wait), or before saying
     # that it never was
     pending = Pending(job_id, info)
     granted = await_allocation(job_id, request, console, pending)

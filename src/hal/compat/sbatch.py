@@ -126,9 +126,9 @@ OPTIONS: tuple[Opt, ...] = (
 )
 
 # Slurm's input environment variables (sbatch.1, INPUT ENVIRONMENT VARIABLES) of the
-# options HAL has; a value counts as the option's (a flag's value is not read). Before
-# session 42 SBATCH_WAIT, SBATCH_OUTPUT, SBATCH_ARRAY_INX and the others from
-# SBATCH_ERROR on were ignored: `SBATCH_WAIT=1 sbatch ...` returned at once with rc 0.
+# options HAL has; a value counts as the option's (a flag's value is not read). HAL once
+# ignored SBATCH_WAIT, SBATCH_OUTPUT, SBATCH_ARRAY_INX and the others from SBATCH_ERROR
+# on: `SBATCH_WAIT=1 sbatch ...` returned at once with rc 0.
 ENV_OPTIONS = {
     "SBATCH_ACCOUNT": "account",
     "SBATCH_ACCTG_FREQ": "acctg_freq",
@@ -1032,7 +1032,7 @@ def _scheduling(
         fields["exclusive"], fields["exclusive_user"] = sharing.exclusive, sharing.user
     if "no_kill" in settings:
         # checked and taken; HAL still ends the job when one of its nodes fails (HAL
-        # cannot yet take the node out of a running job: docs/slurm-checks.md, Session 49)
+        # cannot yet take the node out of a running job: docs/slurm-checks.md)
         job_options.no_kill(text("no_kill"))
     priority = text("priority")
     if priority is not None:

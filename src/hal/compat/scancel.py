@@ -21,7 +21,7 @@ tried again 10 times, 5 to 14 s apart, then fails with exit 228, as Slurm's.
 
 Exit codes follow Slurm 22.05.8: an id that does not exist is silent and exits 0 (with
 ``-v``: ``scancel: error: Kill job error on job id N: Invalid job id specified``, checked
-against it in session 41); cancelling a job that already ended is silent, as Slurm ignores
+against it); cancelling a job that already ended is silent, as Slurm ignores
 that error for a plain cancel. Other failures (permission, server down) exit 1.
 """
 

@@ -409,7 +409,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
     if job.memory_whole_node:  # --mem=0: Slurm 22.05.8 shows the 0 asked (TRES the memory)
         per_node_mem = "0"
     start = job.start_time or job.expected_start
-    # (a job of no memory: no mem part, as Slurm's never prints mem=0; session 48)
+    # (a job of no memory: no mem part, as Slurm's never prints mem=0)
     memory = f",mem={memory_mib(job.memory_bytes)}" if job.memory_bytes else ""
     tres = f"cpu={job.cpus}{memory},node={job.node_count}"
     if job.gpus:
@@ -593,7 +593,7 @@ def _update(args: list[str], console: Console) -> int:
     """``update JobId=12 TimeLimit=2:00:00`` or ``update job 12 TimeLimit=2:00:00``; as in
     Slurm 22.05.8 ``JobId=12,13`` updates both, ``JobName=x`` without a JobId every job
     named x (of the caller's that have not ended), and ``TimeLimit=+5``/``-5`` moves each
-    job's limit by that much (session 42; HAL refused all three)."""
+    job's limit by that much (HAL refused all three)."""
     job_id = None
     changes: dict[str, object] = {}
     relative: tuple[int, int] | None = None  # (+1 or -1, seconds) of TimeLimit=+/-...

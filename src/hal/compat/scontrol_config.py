@@ -1,6 +1,6 @@
 """``scontrol show config``: ``Key = value`` lines in Slurm 22.05.8's order, under its
-``Configuration data as of ...`` header (checked against the peer, docs/slurm-checks.md,
-session 49).
+``Configuration data as of ...`` header (checked against the peer,
+docs/slurm-checks.md).
 
 A key is printed only where HAL honours what its value says; the rest of Slurm's ~200
 are left out rather than filled in:

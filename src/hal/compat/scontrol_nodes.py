@@ -2,7 +2,7 @@
 ``Node=``) and ``ping``.
 
 Their outputs, messages and exit codes are Slurm 22.05.8's, checked on the peer
-(docs/slurm-checks.md, "Session 49: node administration"): Slurm's line first, exactly,
+(docs/slurm-checks.md, "Node administration"): Slurm's line first, exactly,
 and where HAL has more to say, its hint on the next line. Slurm writes ``Node X not
 found`` and ``ping``'s lines on stdout, its refusals of an update on stderr.
 

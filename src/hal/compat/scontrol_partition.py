@@ -2,7 +2,7 @@
 State, MaxTime, DefaultTime, MaxNodes, PriorityJobFactor, PriorityTier and Default while
 the server runs (``PATCH /v1/partitions/{name}``, ``hal.state.partitions``).
 
-As Slurm 22.05.8 (docs/slurm-checks.md, session 49): keys and State values in any case,
+As Slurm 22.05.8 (docs/slurm-checks.md): keys and State values in any case,
 a State abbreviated (``d`` is DOWN, ``dra`` DRAIN, ``inact`` INACTIVE), silent on
 success. Where the peer takes a value HAL reads otherwise, HAL refuses it and says what
 to write: ``MaxTime=0`` and ``MaxNodes=0`` (Slurm's zero lets no job run; HAL's 0 is

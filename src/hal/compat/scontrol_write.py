@@ -1,6 +1,6 @@
 """``scontrol write batch_script JOB [FILE|-]``: a job's batch script, as submitted, to
 ``slurm-JOB.sh`` (or FILE, replaced if it exists; ``-``: stdout), for its owner or an
-administrator. Slurm 22.05.8's words (session 42): ``batch script for job N written to
+administrator. Slurm 22.05.8's words: ``batch script for job N written to
 FILE``; an unknown job is ``job script retrieval failed: Invalid job id specified`` on
 stderr, with exit code 0, as its scontrol exits."""
 

@@ -1,6 +1,6 @@
 """The ``sdiag`` command: the scheduler's statistics in Slurm 22.05's layout, compared
 line by line with the real sdiag of a private Slurm 22.05.8 (``hal.bench.slurm_peer``;
-docs/slurm-checks.md, session 49): times in microseconds, means (the server's, integer
+docs/slurm-checks.md): times in microseconds, means (the server's, integer
 divisions) only once there was a cycle, ``Last cycle when: N/A`` before the first
 backfill cycle; the ``Cycles per minute`` line only after a minute. From ``GET /v1/diag``.
 

@@ -1,6 +1,6 @@
 """``sinfo -T`` / ``--reservation``: the server's reservations, one line each.
 
-As Slurm 22.05.8 prints them (checked on the peer, docs/slurm-checks.md session 49): a
+As Slurm 22.05.8 prints them (checked on the peer, docs/slurm-checks.md): a
 fixed layout that ``-o``/``-O``, ``-p``, ``-N``, ``-s`` and ``-R`` do not change, the name
 column as wide as the longest name (at least its title's), ``ACTIVE`` while a window is
 open and ``INACTIVE`` before, then start, end, duration (``01:00:00``, ``365-00:00:00``)

@@ -45,7 +45,7 @@ and runs the command as its step, as Slurm's srun does (``hal.compat.srun_alloc`
 (``SLURM_NO_KILL``), ``--priority=N|TOP`` and ``--exclusive=user`` shape that
 allocation as sbatch's do (SIG goes to the step secs before the allocation's time
 limit); in a job they are checked and change nothing, as Slurm 22.05.8's srun takes
-them there (docs/slurm-checks.md, Session 49). ``B:`` is refused, as srun has no batch
+them there (docs/slurm-checks.md). ``B:`` is refused, as srun has no batch
 shell.
 
 Options are parsed as srun's getopt does (``-ln2``, ``--ntasks 2``, ``--`` before the
@@ -121,7 +121,7 @@ _GPU_OPTIONS: dict[str, tuple[str, Callable[[str], tuple[str | None, int]]]] = {
 }
 
 # Accepted with no effect on a step in a job, for the MPI launchers and scripts that pass
-# them (Slurm 22.05.8 takes each inside a job, session 41): what shapes a new allocation
+# them (Slurm 22.05.8 takes each inside a job): what shapes a new allocation
 # (HAL's srun makes none), srun's own chatter and status, and defaults HAL already has
 # (tasks inherit srun's limits: --propagate; no task is ended for another's exit: -W 0).
 NO_EFFECT = (
@@ -179,7 +179,7 @@ OPTIONS = (
     Opt("burst_after", ("burst-after",)),
     Opt("latency_sensitive", ("latency-sensitive",), arg=Arg.NONE),
     # checked, and passed on to srun's own allocation; in a job they change nothing, as
-    # Slurm 22.05.8's srun takes them there (docs/slurm-checks.md, Session 49)
+    # Slurm 22.05.8's srun takes them there (docs/slurm-checks.md)
     Opt("signal", ("signal",)),
     Opt("no_kill", ("no-kill",), "k", Arg.OPTIONAL),
     Opt("priority", ("priority",)),
@@ -463,7 +463,7 @@ def srun(argv: list[str], console: Console) -> int:
         return console.error(refused)
     terminal = wants_terminal(call.pty)  # (its step runs through an agent: srun_pty)
     if call.pty and not terminal:
-        # as Slurm 22.05.8's srun without a terminal (session 41): said, and run
+        # as Slurm 22.05.8's srun without a terminal: said, and run
         console.error("ioctl(TIOCGWINSZ): Inappropriate ioctl for device")
         console.error("Not using a pseudo-terminal, disregarding --pty option")
     env = console.environ

@@ -7,7 +7,7 @@ subtree, ``-U`` only the user rows (no account lines). ``-l`` adds ``NormUsage``
 fields (``Account,User%12,TRESRunMins%60``; ``-e`` lists them); ``-P``/``-p`` print
 ``|``-separated values; ``-n`` drops the header. A value too long for its column is cut
 with a ``+``, as Slurm's print_fields; titles are aligned as their values (``Account``
-to the left) and every line ends with a blank, as Slurm's (checked: session 49).
+to the left) and every line ends with a blank, as Slurm's (checked on the peer).
 ``RawUsage`` is decayed billing-seconds (CPU-seconds plus weighted GPU-seconds), as an
 integer; ``TRESRunMins`` what the running jobs still hold (``api/tres_run.py``);
 ``GrpTRESMins`` is empty (HAL has no TRES-minutes limits: Slurm's value for none).
@@ -142,7 +142,7 @@ def sshare_lines(
             shown["Account"] = row.account  # as is, not indented as the table's
         values.append([shown[title] for title, _ in columns])
     # titles aligned as their values (Account to the left) and a blank after every
-    # column, as Slurm 22.05.8's sshare prints them (session 49)
+    # column, as Slurm 22.05.8's sshare prints them
     return print_fields(
         columns,
         values,

@@ -127,7 +127,7 @@ class OutputWriter:
 
 
 class CtrlC:
-    """srun's SIGINT, as Slurm 22.05.8's (session 41): the first only says which tasks run
+    """srun's SIGINT, as Slurm 22.05.8's: the first only says which tasks run
     (``srun: interrupt (one more within 1 sec to abort)``, ``srun: StepId=J.S task 0:
     running``); a second within a second goes on to the tasks, with srun's lines for a
     step being ended. HAL passed the first on: a Ctrl-C to see how a step did ended it."""

@@ -119,7 +119,7 @@ def force_terminated(step: str) -> str:
 
 def terminating(step: str) -> str:
     """srun -K's line once a task of step ``J.S`` has failed, before the others are ended
-    (Slurm 22.05.8, session 41)."""
+    (Slurm 22.05.8)."""
     return f"srun: launch/slurm: _step_signal: Terminating StepId={step}"
 
 

@@ -368,7 +368,7 @@ class Admission:
         above everyone's: administrators only (as in Slurm, and as for ``scontrol update
         Nice=``). A ``--priority`` is an administrator's to give: Slurm 22.05.8 drops a plain
         user's without a word, the job getting the priority it would have had
-        (docs/slurm-checks.md, Session 49), and so does HAL. ``--near``/``--apart`` name
+        (docs/slurm-checks.md), and so does HAL. ``--near``/``--apart`` name
         live jobs, another user's only for an administrator (``hal.state.job_rules``)."""
         if spec.near or spec.apart:
             check_rule_targets(self.mirror, spec, caller, where)

@@ -151,7 +151,7 @@ def check_time_limit_update(
     job: Job, limit: int, caller: Caller, partition: Partition | None
 ) -> None:
     """Refuse ``TimeLimit=limit`` (seconds, 0: unlimited) of ``job`` as Slurm 22.05.8's
-    ``update_job`` does (docs/slurm-checks.md, session 49): anyone who may update the
+    ``update_job`` does (docs/slurm-checks.md): anyone who may update the
     job lowers its limit; its owner raises it only while it is pending and up to its
     partition's MaxTime (``partition``: the one it waits in); an administrator always."""
     raising = job.time_limit_s != 0 and (limit == 0 or limit > job.time_limit_s)

@@ -106,7 +106,7 @@ def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dic
         "RESTART_COUNT": str(job.restarts),
     }
     # only where -c and --ntasks-per-node were given, as Slurm 22.05.8 sets them: a
-    # script's ${SLURM_CPUS_PER_TASK:-4} got 1 (session 41). sbatch sends -c's value in
+    # script's ${SLURM_CPUS_PER_TASK:-4} got 1. sbatch sends -c's value in
     # the environment; a client that does not, any -c above 1.
     cpus_per_task = str(spec.cpus_per_task)
     if spec.cpus_per_task != 1 or ("SLURM_CPUS_PER_TASK", cpus_per_task) in spec.environment:

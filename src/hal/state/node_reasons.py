@@ -21,7 +21,7 @@ NOT_RESPONDING = "Not responding"
 
 def set_down_by_operator(node: Node) -> bool:
     """DOWN by an operator's ``scontrol update State=DOWN`` (it outlives the agent's
-    restart), not by the server's timeout. (Before session 47 such a reason was stored
+    restart), not by the server's timeout. (Older servers stored such a reason
     as ``admin: REASON``; those read the same.)"""
     return node.state is NodeState.DOWN and node.reason != NOT_RESPONDING
 

@@ -6,7 +6,7 @@ administrator's change at run time is an override over them, kept in the
 ``partition_overrides`` table so that it outlives a restart of the server, as
 ``slurmctld -R`` keeps its partitions. ``scontrol reconfigure`` drops every override
 (``hal.state.config_change``): Slurm 22.05.8's reconfigure puts each partition back as
-slurm.conf has it (docs/slurm-checks.md, session 49).
+slurm.conf has it (docs/slurm-checks.md).
 
 What each State does (Slurm's, checked on the peer): UP takes and starts jobs; DOWN
 takes them, and they wait with ``PartitionDown``; DRAIN refuses new ones ("Required

@@ -2,7 +2,7 @@
 
 ``Cluster.update`` calls these under its lock for ``JobUpdate``'s request fields
 (``REQUEST_FIELDS``: StartTime, Dependency, QOS, Account, Features, ExcNodeList,
-ReqNodeList, and since session 42 NumNodes, NumTasks, MinMemoryNode, MinMemoryCPU,
+ReqNodeList, NumNodes, NumTasks, MinMemoryNode, MinMemoryCPU,
 WorkDir, StdOut, StdErr, MailUser and MailType) and ``array_max_running``
 (ArrayTaskThrottle):
 

@@ -1,6 +1,6 @@
 """Whether a DOWN node goes back to service when its agent registers: Slurm's
 ``ReturnToService`` (hal.toml's ``return_to_service``), as Slurm 22.05.8 was seen to do
-(docs/slurm-checks.md, session 49):
+(docs/slurm-checks.md):
 
 - 0: no DOWN node comes back by itself; an administrator resumes it (Slurm's default);
 - 1: a node the server set DOWN because its agent went silent ("Not responding") comes

@@ -1,7 +1,7 @@
 """``sbatch --signal=SIG@N`` without ``B:``: N seconds before a running job's time limit,
 the signal goes to the job's running steps, not to its batch shell, as Slurm's does
 (sbatch(1): "all job steps will be signaled, but not the batch shell itself"; checked
-against Slurm 22.05.8 in session 41: the step got USR2 once, the line after srun ran and
+against Slurm 22.05.8: the step got USR2 once, the line after srun ran and
 the job ended COMPLETED). A job without steps then gets nothing, as in Slurm; ``B:``
 signals the batch shell alone, which its node's agent does.
 

@@ -75,7 +75,7 @@ def test_shebang_is_honoured(agent_config: AgentConfig, channel: FakeChannel, wo
 def test_missing_workdir_runs_in_tmp_saying_so_unless_its_output_is_there(
     agent_config: AgentConfig, channel: FakeChannel, tmp_path: Path
 ):
-    """As slurmstepd (Slurm 22.05.8, session 41): a job whose -D is missing runs in /tmp,
+    """As slurmstepd (Slurm 22.05.8): a job whose -D is missing runs in /tmp,
     with "couldn't chdir to `DIR': No such file or directory: going to /tmp instead" in
     its output (HAL failed it, and its output said nothing); one whose output file would
     be in that directory cannot start: the server hears launch_failed and why."""

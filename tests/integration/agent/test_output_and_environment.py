@@ -107,7 +107,7 @@ def test_environment_has_slurm_and_hal_variables(
                 "SLURM_GPUS_ON_NODE": "2",
                 "ENVIRONMENT": "BATCH",
                 "MY_VAR": "kept",
-                # as slurmstepd sets them (session 41; HAL had none of them)
+                # as slurmstepd sets them (HAL had none of them)
                 "SLURM_GTIDS": "0",
                 "SLURM_TOPOLOGY_ADDR": agent_config.node,
                 "SLURM_TOPOLOGY_ADDR_PATTERN": "node",

@@ -1,4 +1,4 @@
-"""Node states an admin sets and reads (Slurm 22.05.8, docs/slurm-checks.md session 49):
+"""Node states an admin sets and reads (Slurm 22.05.8, docs/slurm-checks.md):
 a drained node set DOWN stays drained (``State=DOWN+DRAIN``) over an agent's restart and
 the server's, until resumed; a node in a maintenance reservation is reserved too; and
 ``LastHeartbeat=`` follows the agent's syncs, not its registration."""

@@ -1,7 +1,7 @@
 """An administrator's ``scontrol update PartitionName=`` is kept in the store
 (migration 29) over a server restart, on SQLite and PostgreSQL, as ``slurmctld -R``
 keeps its partitions; ``scontrol reconfigure`` empties it, as Slurm 22.05.8's
-reconfigure goes back to slurm.conf (docs/slurm-checks.md, session 49)."""
+reconfigure goes back to slurm.conf (docs/slurm-checks.md)."""
 
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ def test_only_a_pending_job_changes_its_request(db_url: str) -> None:
         ):
             with pytest.raises(Conflict) as err:
                 await commands.update(cluster, str(job), ALICE, **{field: value})
-            # every key of an ended job, as Slurm 22.05.8 (session 44)
+            # every key of an ended job, as Slurm 22.05.8
             assert str(err.value) == f"Job has already finished for job {job}"
 
     scenario(db_url, body)

@@ -1,5 +1,5 @@
-"""Slurm 22.05.8's reservation forms an admin's side-by-side run found missing (session
-49), in the state layer on SQLite and PostgreSQL: ``Nodes=ALL``, no name, ``PURGE_COMP``,
+"""Slurm 22.05.8's reservation forms an admin's side-by-side run found missing,
+in the state layer on SQLite and PostgreSQL: ``Nodes=ALL``, no name, ``PURGE_COMP``,
 and no deleting a reservation that a job uses."""
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ What submitit runs (submitit/slurm/slurm.py, core/core.py, core/job_environment.
 - ``JobEnvironment`` reads SLURM_JOB_ID, SLURM_ARRAY_JOB_ID/TASK_ID, SLURM_NTASKS,
   SLURM_JOB_NUM_NODES, SLURM_NODEID, SLURM_PROCID, SLURM_LOCALID, SLURM_JOB_NODELIST.
 
-Real Slurm 22.05.8 (hal.bench.slurm_peer) runs all of this, and so does HAL since session
-41. Before, HAL refused every submitit job (``--open-mode``, ``--wckey``, srun's
+Real Slurm 22.05.8 (hal.bench.slurm_peer) runs all of this, and so does HAL. An
+older HAL refused every submitit job (``--open-mode``, ``--wckey``, srun's
 ``--output``/``--error``), sent ``--signal=USR2@90`` to the batch shell too (it died of it),
 and an in-job ``scontrol requeue`` died of its own requeue's SIGTERM (rc -15); the two
 mechanism tests check those two alone, with plain sbatch jobs.

@@ -134,7 +134,7 @@ def test_sinfo_states_all_shows_every_node() -> None:
         ("drain", ["n2", "n3"]),  # Slurm's DRAIN: drained and draining
         ("DRAINING", ["n2"]),
         ("drained", ["n3"]),
-        # a drained idle node is idle too, as in Slurm 22.05.8 (session 49)
+        # a drained idle node is idle too, as in Slurm 22.05.8
         ("idle,drng", ["n1", "n2", "n3"]),
         ("future", []),  # a Slurm state HAL never shows: accepted, matches nothing
     ],
@@ -392,8 +392,8 @@ def test_srun_usage_errors(args: list[str], message: str, tmp_path: Path) -> Non
 
 
 def test_srun_pty_without_a_terminal_is_disregarded_as_slurms() -> None:
-    """Slurm 22.05.8's srun --pty without a terminal says so and runs the command (session
-    41). With one it runs task 0 in a terminal of its own (test_srun_pty_server.py)."""
+    """Slurm 22.05.8's srun --pty without a terminal says so and runs the command.
+    With one it runs task 0 in a terminal of its own (test_srun_pty_server.py)."""
     result = call(FakeClient(), "srun", "--pty", "--jobid=99", "true", environ=IN_JOB)
     assert result.err.startswith(
         "srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device\n"
@@ -422,7 +422,7 @@ def _hal() -> str:
 def test_srun_passes_signals_to_its_tasks(sig: signal.Signals, tmp_path: Path) -> None:
     """A signal to srun killed srun alone (SIGINT with a traceback) and left its tasks
     running; now each task gets it and srun exits 128 + N. SIGINT as Slurm 22.05.8's srun
-    takes it (session 41): the first only says how the tasks are, a second within a
+    takes it: the first only says how the tasks are, a second within a
     second goes on to them."""
     script = 'echo $$ > "pid.$SLURM_PROCID"; exec sleep 30'
     env: dict[str, Any] = {**os.environ, **IN_JOB}

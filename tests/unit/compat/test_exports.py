@@ -1,4 +1,4 @@
-"""srun's --export, each case as Slurm 22.05.8's srun gave it on its peer (session 42);
+"""srun's --export, each case as Slurm 22.05.8's srun gave it on its peer;
 sbatch's own reading is in test_sbatch_parse.py."""
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def test_fair_tree_table_without_long_keeps_slurms_default_columns() -> None:
     carol = next(line for line in r.lines if " carol " in line)
     assert carol.split()[-1] == "0.666667"
     long = call(ShareClient(), "sshare", "-a", "-l")
-    # Slurm 22.05.8's -l columns, each line ending in a blank (session 49)
+    # Slurm 22.05.8's -l columns, each line ending in a blank
     assert long.lines[0].split()[-4:] == ["FairShare", "LevelFS", "GrpTRESMins", "TRESRunMins"]
     widths = (20, 10, 10, 11, 11, 11, 13, 10, 10, 30, 30)
     assert long.lines[1] == " ".join("-" * w for w in widths) + " "

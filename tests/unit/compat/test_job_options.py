@@ -1,6 +1,6 @@
 """``--signal``'s ``R:``, ``-k``/``--no-kill``, ``--priority`` and ``--exclusive=user`` in
-sbatch, salloc and srun, as Slurm 22.05.8 reads them (docs/slurm-checks.md, "Session 49:
-options that were refused"): each was refused by HAL before."""
+sbatch, salloc and srun, as Slurm 22.05.8 reads them (docs/slurm-checks.md,
+"Job options"): each was refused by HAL before."""
 
 from __future__ import annotations
 

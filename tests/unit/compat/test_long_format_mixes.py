@@ -1,4 +1,4 @@
-"""``-O`` lists as Slurm 22.05.8 reads them, checked on the real Slurm (session 44): a name
+"""``-O`` lists as Slurm 22.05.8 reads them, checked on the real Slurm: a name
 with spaces around it is unknown, and sinfo reads any format as a ``-O`` list once a
 ``-O`` came (squeue refuses ``-o`` with ``-O``: test_squeue_slurm_checks.py)."""
 

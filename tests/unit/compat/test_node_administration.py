@@ -1,5 +1,5 @@
 """What an admin runs on nodes, as Slurm 22.05.8 answers it (checked on the peer:
-docs/slurm-checks.md, "Session 49: node administration"): sinfo's counts and ``-t`` of
+docs/slurm-checks.md, "Node administration"): sinfo's counts and ``-t`` of
 drained and draining nodes, ``sinfo -T``, ``scontrol show node HOSTLIST``, ``update
 NodeName=``/``Node=`` and ``scontrol ping``."""
 

@@ -1,5 +1,5 @@
 """Reservation words and error lines as Slurm 22.05.8 has them, found missing by an
-admin's side-by-side run (session 49; docs/slurm-checks.md)."""
+admin's side-by-side run (docs/slurm-checks.md)."""
 
 from __future__ import annotations
 

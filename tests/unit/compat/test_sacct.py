@@ -417,7 +417,7 @@ def test_a_steps_alloc_cpus_and_tres_are_what_it_was_given() -> None:
 
 
 def test_an_allocation_has_no_batch_step() -> None:
-    """Slurm 22.05.8 (session 43): sacct of salloc's job (``salloc -N1 sh -c 'srun true;
+    """Slurm 22.05.8: sacct of salloc's job (``salloc -N1 sh -c 'srun true;
     srun -n1 hostname'``) lists the job's line and its steps' lines, no ``.batch`` (its
     command runs on the submit host); ``-j ID.batch`` lists nothing, rc 0. A batch job
     keeps its ``.batch`` line."""

@@ -34,7 +34,7 @@ def test_sbatch_resource_options_build_the_holding_job() -> None:
     assert (job.partition, job.account) == ("gpu", "proj")
     assert job.script == HOLD_SCRIPT and job.workdir == "/home/u"
     # nothing written beside the user's files; Requeue=1, the cluster's default, as
-    # Slurm 22.05.8 shows an allocation (session 43; HAL: 0); a node failure ends it
+    # Slurm 22.05.8 shows an allocation (HAL: 0); a node failure ends it
     # all the same (tests/unit/state/test_allocation_node_fail.py)
     assert (job.stdout, job.requeue) == ("/dev/null", True)
     assert request.command == ("hostname",)
@@ -48,13 +48,13 @@ def test_memory_in_kib_is_whole_mib() -> None:
 
 
 def test_the_allocation_is_no_batch_job() -> None:
-    """Slurm 22.05.8 shows salloc's job with ``BatchFlag=0`` (session 43)."""
+    """Slurm 22.05.8 shows salloc's job with ``BatchFlag=0``."""
     assert parse("true").job.interactive
 
 
 def test_mem_per_cpu_zero_is_all_of_the_nodes_memory() -> None:
     """Slurm 22.05.8's ``salloc --mem-per-cpu=0``: ``MinMemoryNode=0`` and all of the
-    node's memory, as ``--mem=0`` (session 43; HAL refused it)."""
+    node's memory, as ``--mem=0`` (HAL refused it)."""
     for request in (parse("--mem-per-cpu=0", "true"), parse("true", SALLOC_MEM_PER_CPU="0")):
         assert request.job.memory_per_node_bytes == 0
         assert request.job.memory_per_cpu_bytes is None

@@ -323,7 +323,7 @@ def test_environment_beats_directives_and_cli_beats_environment() -> None:
 
 
 def test_more_input_variables_as_slurm_reads_them() -> None:
-    """Slurm 22.05.8 (session 42): SBATCH_WAIT blocks and returns the job's exit code,
+    """Slurm 22.05.8: SBATCH_WAIT blocks and returns the job's exit code,
     SBATCH_OUTPUT/ERROR name the files, SBATCH_ARRAY_INX makes an array,
     SBATCH_EXCLUSIVE=exclusive and SBATCH_NO_REQUEUE=1 act; HAL ignored all of them."""
     env = {
@@ -528,7 +528,7 @@ def test_cli_memory_option_resets_script_one() -> None:
         (["--mem-per-cpu", "0K", "-n2"], SCRIPT, {}),
         ([], "#!/bin/sh\n#SBATCH --mem-per-cpu=0\ntrue\n", {}),
         ([], SCRIPT, {"SBATCH_MEM_PER_CPU": "0"}),
-        # the same of --mem-per-gpu=0 (session 44: TRES mem=<the node's>; HAL refused it)
+        # the same of --mem-per-gpu=0 (Slurm: TRES mem=<the node's>; HAL refused it)
         (["--mem-per-gpu=0", "--gpus=1"], SCRIPT, {}),
         ([], SCRIPT, {"SBATCH_MEM_PER_GPU": "0"}),
     ],
@@ -538,7 +538,7 @@ def test_mem_per_cpu_zero_is_all_of_the_nodes_memory(
 ) -> None:
     """Slurm 22.05.8 takes ``--mem-per-cpu=0`` as ``--mem=0``: ``MinMemoryNode=0``, no
     MinMemoryCPU, ``TRES=...,mem=<the node's>`` and the job runs holding all of it
-    (session 43; HAL refused it)."""
+    (HAL refused it)."""
     job = parse(*argv, script=script, environ={"PATH": "/bin", **environ}).job
     assert job.memory_per_node_bytes == 0
     assert job.memory_per_cpu_bytes is None and job.memory_per_gpu_bytes is None
@@ -643,7 +643,7 @@ def test_export_option_applies() -> None:
 
 
 def test_export_env_is_set_only_where_export_was_given() -> None:
-    """Slurm 22.05.8 (session 42): no SLURM_EXPORT_ENV without --export; SBATCH_EXPORT
+    """Slurm 22.05.8: no SLURM_EXPORT_ENV without --export; SBATCH_EXPORT
     counts as --export."""
     assert "SLURM_EXPORT_ENV" not in parse(environ={"PATH": "/bin"}).job.environment
     given = parse(environ={"PATH": "/bin", "SBATCH_EXPORT": "ALL,A=1"}).job.environment

@@ -55,7 +55,7 @@ def test_whole_array_by_its_id() -> None:
 
 
 def test_unknown_id_is_silent_and_exits_zero_but_says_so_with_v() -> None:
-    """Slurm 22.05.8 (checked in session 41) exits 0 for a job id that does not exist and
+    """Slurm 22.05.8 (checked on the peer) exits 0 for a job id that does not exist and
     says nothing unless -v (HAL printed the error always)."""
     result = call(cluster(), "scancel", "999")
     assert (result.rc, result.err) == (0, "")

@@ -1,5 +1,5 @@
 """scancel -i, -v's lines, -s to a pending job and -v with filters that match nothing, as
-Slurm 22.05.8's (docs/slurm-checks.md, session 43's scancel)."""
+Slurm 22.05.8's (docs/slurm-checks.md, "scancel")."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_signal_to_a_running_job_or_kill_to_a_pending_one_is_not_retried() -> No
             "account=zz job_name=y partition=debug state=PENDING user_name=root ",
         ),
         (["-p", "nope"], "partition=nope "),
-        (  # (checked on the peer in session 48: Slurm's order, -w as written)
+        (  # (checked on the peer: Slurm's order, -w as written)
             ["-q", "normal", "-R", "resv1", "-w", "n[1-2]", "-A", "acc", "-n", "nm"],
             "account=acc job_name=nm nodelist=n[1-2] qos=normal reservation=resv1 ",
         ),

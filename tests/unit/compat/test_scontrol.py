@@ -137,7 +137,7 @@ def test_show_config() -> None:
     assert "KillWait                = 30 sec" in lines
     assert "MinJobAge               = 300 sec" in lines
     assert any(line.startswith("SLURM_VERSION           = ") for line in lines)
-    # keys as Slurm 22.05.8 names and orders them (session 49); the fake is an older
+    # keys as Slurm 22.05.8 names and orders them; the fake is an older
     # server's answer: no SlurmdTimeout or ReturnToService, nor the wrong keys of before
     assert "SelectType              = select/cons_tres" in lines
     assert "PriorityType            = priority/basic" in lines
@@ -162,7 +162,7 @@ def test_show_hostnames() -> None:
 @pytest.mark.parametrize(
     ("what", "given", "shown"),
     [
-        # as Slurm 22.05.8 (session 47): the order given, repeats kept
+        # as Slurm 22.05.8: the order given, repeats kept
         ("hostlist", "n2,n1", ["n[2,1]"]),
         ("hostlist", "n3,n1,n2,n10,a1", ["n[3,1-2,10],a1"]),
         ("hostlist", "n1,n1,n2", ["n[1,1-2]"]),
@@ -239,7 +239,7 @@ def test_hold_release_requeue() -> None:
 
 
 def test_write_batch_script(tmp_path: Path) -> None:
-    """Slurm 22.05.8's words and exit codes (session 42; HAL refused ``write``)."""
+    """Slurm 22.05.8's words and exit codes (HAL refused ``write``)."""
     client = cluster()
     done = call(client, "scontrol", "write", "batch_script", "2", cwd=str(tmp_path))
     assert (done.rc, done.out) == (0, "batch script for job 2 written to slurm-2.sh\n")
@@ -363,7 +363,7 @@ def test_update_node_power_down_and_up_are_sent_as_they_are() -> None:
 
 
 def test_update_node_refusals() -> None:
-    """Each refusal worded as Slurm 22.05.8's (session 49), HAL's hint on a later line."""
+    """Each refusal worded as Slurm 22.05.8's, HAL's hint on a later line."""
     client = cluster()
     for state in ("DRAIN", "DOWN"):
         result = call(client, "scontrol", "update", "NodeName=vm", f"State={state}")
@@ -427,7 +427,7 @@ def test_show_topology_of_blocks() -> None:
 
 
 def test_all_of_the_nodes_memory_shows_as_the_zero_asked() -> None:
-    """Slurm 22.05.8 (session 43): a job of ``--mem=0`` or ``--mem-per-cpu=0`` shows
+    """Slurm 22.05.8: a job of ``--mem=0`` or ``--mem-per-cpu=0`` shows
     ``MinMemoryNode=0`` (and squeue's MIN_MEMORY ``0``), its TRES the node's memory; HAL
     showed the node's memory in both."""
     whole = running(9, cpus=2, memory_bytes=2000 * MiB, memory_whole_node=True)
@@ -439,7 +439,7 @@ def test_all_of_the_nodes_memory_shows_as_the_zero_asked() -> None:
 
 
 def test_an_allocation_salloc_made_shows_batch_flag_0() -> None:
-    """Slurm 22.05.8 (session 43): ``BatchFlag=0`` for salloc's job, 1 for sbatch's."""
+    """Slurm 22.05.8: ``BatchFlag=0`` for salloc's job, 1 for sbatch's."""
     client = FakeClient(job_list=[running(9, interactive=True), running(10)])
     assert "   Requeue=1 Restarts=0 BatchFlag=0 Reboot=0 ExitCode=0:0" in (
         call(client, "scontrol", "show", "job", "9").lines
@@ -451,8 +451,8 @@ def test_an_allocation_salloc_made_shows_batch_flag_0() -> None:
 
 def test_a_partition_update_changes_the_partition() -> None:
     """`scontrol update PartitionName=batch State=DOWN` was refused ("HAL's partitions are
-    hal.toml's"); it changes the partition at run time now, silently as Slurm's (session
-    49, ``hal.compat.scontrol_partition``)."""
+    hal.toml's"); it changes the partition at run time now, silently as Slurm's
+    (``hal.compat.scontrol_partition``)."""
     c = cluster()
     c.partition_list = [partition("batch")]
     done = call(c, "scontrol", "update", "PartitionName=batch", "State=DOWN", "MaxTime=60")

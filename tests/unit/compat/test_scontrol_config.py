@@ -1,5 +1,5 @@
-"""``scontrol show config`` against what Slurm 22.05.8 prints (docs/slurm-checks.md,
-session 49): Slurm's keys in Slurm's order, and only keys whose value HAL honours."""
+"""``scontrol show config`` against what Slurm 22.05.8 prints (docs/slurm-checks.md):
+Slurm's keys in Slurm's order, and only keys whose value HAL honours."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``scontrol update PartitionName=P ...`` read as Slurm 22.05.8 reads it (docs/
-slurm-checks.md, session 49): keys and States in any case, a State abbreviated; what HAL
+slurm-checks.md): keys and States in any case, a State abbreviated; what HAL
 reads otherwise is refused with what to write."""
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def test_node_alloc_tres_leaves_out_what_is_not_allocated() -> None:
 
 def test_job_tres_of_no_memory_has_no_mem_part() -> None:
     """A job that asked for no memory: Slurm 22.05.8 prints ``TRES=cpu=1,node=1,...``
-    (session 48, on the peer), never ``mem=0``, which HAL printed."""
+    (on the peer), never ``mem=0``, which HAL printed."""
     client = FakeClient(job_list=[running(7, memory_bytes=0)])
     assert "   TRES=cpu=1,node=1" in call(client, "scontrol", "show", "job", "7").lines
 

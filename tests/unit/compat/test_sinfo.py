@@ -93,13 +93,13 @@ def test_format_letters() -> None:
 
 def test_a_right_aligned_node_list_title_is_not_cut_its_nodes_are() -> None:
     """Slurm 22.05.8: ``sinfo -o '%.3N|%3N|%.3P'`` prints ``NODELIST|NOD|PAR`` over
-    ``loc|loc|de*`` (squeue cuts neither; docs/slurm-checks.md, session 41)."""
+    ``loc|loc|de*`` (squeue cuts neither; docs/slurm-checks.md)."""
     lines = call(cluster(), "sinfo", "-p", "gpu", "-o", "%.1N|%1N|%.1P").lines
     assert lines == ["NODELIST|N|P", "g|g|g"]
 
 
 def test_state_filter() -> None:
-    # the drained idle g1 is idle too, as Slurm 22.05.8 matches base states (session 49)
+    # the drained idle g1 is idle too, as Slurm 22.05.8 matches base states
     assert call(cluster(), "sinfo", "-h", "-t", "idle,mixed", "-o", "%N %t").lines == [
         "n3 mix",
         "vm idle",

@@ -87,7 +87,7 @@ def test_free_memory_and_load_are_ranges_over_a_group_unless_exact() -> None:
 
 
 def test_the_last_format_given_wins_read_as_a_long_list_after_one() -> None:
-    """Slurm 22.05.8 reads an ``-o`` after a ``-O`` as a ``-O`` list (session 44:
+    """Slurm 22.05.8 reads an ``-o`` after a ``-O`` as a ``-O`` list (see
     test_long_format_mixes.py); HAL printed ``n3``."""
     client = cluster()
     assert call(client, "sinfo", "-h", "-p", "spare", "-o", "%N", "-O", "StateLong:6").lines == [
@@ -103,7 +103,7 @@ def test_the_last_format_given_wins_read_as_a_long_list_after_one() -> None:
 def test_unknown_long_names_are_dropped_with_slurms_warning() -> None:
     """Slurm 22.05.8: ``sinfo: error: Invalid job format specification: NAME`` (as
     written, and "job") on stderr for each, rc 0; the field is dropped, its width too,
-    and only its suffix is printed (session 43; HAL refused, rc 1)."""
+    and only its suffix is printed (HAL refused, rc 1)."""
     bad = call(cluster(), "sinfo", "-p", "spare", "-O", "Partition:.4|,Bogus:.3xyz,nodes:3")
     assert bad.rc == 0
     assert bad.err == "sinfo: error: Invalid job format specification: Bogus\n"
@@ -121,7 +121,7 @@ def test_unknown_long_names_are_dropped_with_slurms_warning() -> None:
 
 
 def test_an_empty_long_format_prints_empty_lines() -> None:
-    """Slurm 22.05.8 (session 43): ``sinfo -O ''`` prints an empty line for the title and
+    """Slurm 22.05.8: ``sinfo -O ''`` prints an empty line for the title and
     for each row, rc 0, with no warning; ``-O ' '`` the same after ``sinfo: error:
     Invalid job format specification:  `` (a blank name). HAL refused an empty ``-O``;
     an empty ``-o`` it still refuses (test_compat_bad_input.py)."""

@@ -71,7 +71,7 @@ def test_state_filters_match_the_base_state_and_the_flags() -> None:
     def names(states: str) -> list[str]:
         return call(cluster(), "sinfo", "-N", "-h", "-t", states, "-o", "%N").lines
 
-    # n5 is drained and idle: Slurm 22.05.8 matches its base state (session 49)
+    # n5 is drained and idle: Slurm 22.05.8 matches its base state
     assert names("idle") == ["m1", "m3", "n1", "n2", "n5", "r1", "r3"]
     assert names("no_respond") == ["m2", "m3", "n2", "n3", "n4", "n5", "r3"]
     assert names("idle&no_respond") == ["m3", "n2", "n5", "r3"]

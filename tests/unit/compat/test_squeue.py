@@ -138,7 +138,7 @@ def test_me_uses_the_token_user() -> None:
 
 
 def test_job_ids_show_whole_arrays_and_ended_jobs_only_with_states() -> None:
-    """Slurm 22.05.8 (session 41): ``squeue -j J`` of a job that has ended prints nothing
+    """Slurm 22.05.8: ``squeue -j J`` of a job that has ended prints nothing
     and exits 0 (``-t all`` shows it); HAL listed it, so a ``while [ -n "$(squeue -h -j
     $J)" ]`` loop waited out the five minutes ended jobs are listed. An element an
     existing array lacks is no error either."""
@@ -249,7 +249,7 @@ def test_pending_letters() -> None:
 
 
 def test_end_of_a_running_job_without_a_limit_is_none() -> None:
-    """Slurm 22.05.8's squeue %e (session 42): NONE, where HAL printed N/A."""
+    """Slurm 22.05.8's squeue %e: NONE, where HAL printed N/A."""
     layout = parse_format("%e")
     assert job_lines(layout, [running(6, time_limit_seconds=0)], T0, header=False) == ["NONE"]
 
@@ -276,7 +276,7 @@ def test_command_is_the_script_path_and_its_arguments() -> None:
 
 
 def test_requested_and_excluded_nodes_and_node_lists_are_never_cut_right_aligned() -> None:
-    """As Slurm 22.05.8 prints them (docs/slurm-checks.md, session 41): %n and %x are the
+    """As Slurm 22.05.8 prints them (docs/slurm-checks.md): %n and %x are the
     -w and -x node lists; a right-aligned node list (%.3N, %.3n, %.3x, a running job's
     %.3R) is padded but not cut, nor are the titles NODELIST and NODELIST(REASON); a
     pending job's reason, REQ_NODES/EXC_NODES titles and other columns are cut, and a
@@ -334,13 +334,13 @@ def test_long_format_suffix_follows_its_column() -> None:
 
 def test_a_colon_without_a_size_is_width_0() -> None:
     """``Field:|``: Slurm reads the size after the colon with strtol, so it is 0 and the
-    values come unpadded (`30|short|`); HAL padded them to 20 (session 47)."""
+    values come unpadded (`30|short|`); HAL padded them to 20."""
     lines = call(cluster(), "squeue", "-O", "JobID:|,Name:|,State:", "-j", "2").lines
     assert lines == ["JOBID|NAME|STATE", "2|runner|RUNNING"]
 
 
 def test_long_format_unknown_names_are_dropped_with_slurms_warning() -> None:
-    """Slurm 22.05.8 (session 43): ``squeue -O jobid,bogus:5x`` says ``squeue: error:
+    """Slurm 22.05.8: ``squeue -O jobid,bogus:5x`` says ``squeue: error:
     Invalid job format specification: bogus`` on stderr (the name as written), drops the
     field and its width, prints only its suffix, rc 0 (HAL refused it, rc 1)."""
     result = call(cluster(), "squeue", "-O", "JobID,bogus:5x", "-j", "2")
@@ -360,7 +360,7 @@ def test_long_format_unknown_names_are_dropped_with_slurms_warning() -> None:
 
 
 def test_an_empty_long_format_prints_empty_lines() -> None:
-    """Slurm 22.05.8 (session 43): ``squeue -O ''`` (and ``-O ,``) prints an empty line
+    """Slurm 22.05.8: ``squeue -O ''`` (and ``-O ,``) prints an empty line
     for the title and one for each job, rc 0, with no warning; ``-O ' '`` the same after
     ``squeue: error: Invalid job format specification:  `` (a blank name), as a name
     missing before ``:3x`` is; empty items between commas are skipped. HAL refused an
@@ -416,7 +416,7 @@ def test_fold_keeps_single_pending_element_and_running_ones() -> None:
 
 def test_json_lists_ended_jobs_without_t() -> None:
     """Slurm 22.05.8's ``squeue --json`` lists every job slurmctld holds, ended ones too
-    (session 48, on the peer); HAL's left them out without ``-t``, so a script polling it
+    (on the peer); HAL's left them out without ``-t``, so a script polling it
     for its job's end never saw it. (Slurm's ignores every filter with --json; HAL keeps
     those asked for.)"""
     listed = json.loads(call(cluster(), "squeue", "--json").out)["jobs"]

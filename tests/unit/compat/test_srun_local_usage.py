@@ -87,7 +87,7 @@ def test_the_end_report_has_each_tasks_user_and_system_time_apart(tmp_path: Path
 
 
 def test_each_task_has_its_own_pid_in_slurm_task_pid(tmp_path: Path) -> None:
-    """Slurm 22.05.8 (session 43): in ``srun -n2 sh -c 'echo $SLURM_TASK_PID $$ $PPID'``
+    """Slurm 22.05.8: in ``srun -n2 sh -c 'echo $SLURM_TASK_PID $$ $PPID'``
     inside a batch job each task's SLURM_TASK_PID is its own pid (``$$``), its parent
     slurmstepd; HAL's tasks had the batch script's. srun's own environment is as it was."""
     before = dict(os.environ)

@@ -1,4 +1,4 @@
-"""srun -o/-e: each task's output file, as Slurm 22.05.8 writes them (session 41, on the
+"""srun -o/-e: each task's output file, as Slurm 22.05.8 writes them (on the
 peer: ``srun -n2 -o %j_%t_%s_%J_%N_%n.out`` in job 1 wrote ``1_0_0_1.0_vm_0.out`` and
 ``1_1_0_1.0_vm_0.out``, each with its task's stdout and stderr; ``-o pre.out`` shared one
 file, truncated; ``-e only.err`` alone left stdout to srun's; ``-o none`` dropped it)."""

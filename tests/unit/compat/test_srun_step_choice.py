@@ -164,7 +164,7 @@ def test_labels_prefix_whole_lines_with_the_rank() -> None:
 
 def test_srun_lines_in_a_tasks_error_output_are_not_labelled() -> None:
     """The agents add srun's failure lines to a task's error output; Slurm's srun prints
-    them itself, unlabelled (session 48, on the Slurm peer). With a raw terminal (--pty)
+    them itself, unlabelled (on the Slurm peer). With a raw terminal (--pty)
     those lines end CR LF."""
     for raw, end in ((False, "\n"), (True, "\r\n")):
         err = io.StringIO()
@@ -234,7 +234,7 @@ def test_a_bad_srun_cpus_per_task_is_refused() -> None:
         (["--mem=0", "true"], (0, None)),  # all the job's
         (["--mem-per-cpu=100", "true"], (None, 100 << 20)),  # MiB by default
         # as --mem=0 in Slurm 22.05.8: the step's TRES mem= the job's, SLURM_MEM_PER_NODE
-        # the job's, and a second --exact step runs beside it (session 43; HAL: 0 per CPU)
+        # the job's, and a second --exact step runs beside it (HAL: 0 per CPU)
         (["--mem-per-cpu=0", "true"], (0, None)),
         (["--mem-per-cpu", "0K", "true"], (0, None)),
     ],
@@ -299,7 +299,7 @@ def test_srun_reports_its_steps_end_to_a_restarting_server_until_it_answers() ->
 
 
 def test_no_more_nodes_than_tasks() -> None:
-    """Slurm 22.05.8's srun, as its sbatch (session 42): ``-N 2 -n 1`` warns and runs on
+    """Slurm 22.05.8's srun, as its sbatch: ``-N 2 -n 1`` warns and runs on
     one node, ``-N 1-4 -n 2`` quietly on at most two."""
     one = parse_command(["-N2", "-n1", "true"], {})
     assert (one.node_range, one.request.nodes) == ((1, 1), 1)

@@ -181,7 +181,7 @@ def test_blocking_lists_the_windows_meeting_a_run() -> None:
 
 
 def test_weekday_and_weekend_skip_the_other_days() -> None:
-    """``Flags=WEEKDAY``/``WEEKEND`` (Slurm 22.05.8, session 49): after the first window,
+    """``Flags=WEEKDAY``/``WEEKEND`` (Slurm 22.05.8): after the first window,
     which stays where it was given, the next daily window starting Monday to Friday
     (Saturday or Sunday). Noon UTC keeps the weekday the same in any time zone."""
     import calendar

@@ -389,5 +389,5 @@ def test_bad_hostlist_is_invalid_request() -> None:
 
 
 def test_array_limit_zero_is_no_limit() -> None:
-    """Slurm 22.05.8 takes ``--array=1-3%0`` as no throttle (session 41); HAL refused it."""
+    """Slurm 22.05.8 takes ``--array=1-3%0`` as no throttle; HAL refused it."""
     assert parse_array("1-3%0").max_running == 0

@@ -217,7 +217,7 @@ def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
     cluster: Cluster, clock: VirtualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A finished job committed again, still COMPLETED (once by ``hal update 1 --comment``,
-    refused since session 44, and by any later change of its record): that is no second
+    refused now, and by any later change of its record): that is no second
     end (hal_jobs_finished_total, the run-duration histogram, a second exported trace and
     a second "job finished" log line all said it was)."""
     import asyncio

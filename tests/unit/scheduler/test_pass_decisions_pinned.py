@@ -8,7 +8,7 @@ updates them (``python tests/unit/scheduler/test_pass_decisions_pinned.py`` prin
 the current ones); any other change must leave them as they are. The ``mutated=True``
 digests changed when ``aftercorr`` without a corresponding element came to be judged on
 the whole target array, not on the job with the array's id alone (seed 1: one job's
-NEVER became WAITING). They changed again (session 49) when a job kept off nodes only
+NEVER became WAITING). They changed again when a job kept off nodes only
 by a MAINT reservation came to wait with ``ReqNodeNotAvail, Reserved for maintenance``
 from the reservation plugin, as Slurm 22.05.8 says it, not ``Resources`` from
 noderesources: the verdicts' plugin and reason, and (seed 2, preempt) two such jobs no

@@ -195,7 +195,7 @@ def test_maintenance_is_the_reason_when_only_its_nodes_would_do() -> None:
     """Slurm 22.05.8 gives ``ReqNodeNotAvail, Reserved for maintenance`` to a job that
     only a MAINT reservation keeps from running: ``-c 4`` where only the reserved node
     has 4 CPUs, ``-w`` naming it. HAL said ``Resources`` (the resource filter, after
-    this one, made the count fall short) and ``Priority`` (an admin's run, session 49)."""
+    this one, made the count fall short) and ``Priority`` (an admin's run)."""
     s = cluster(NOW).nodes(make_node(N1).cpus(4), make_node(N2).cpus(2))
     wide = make_job(1).cpus(4).user("bob").limit(60)
     named = make_job(2).cpus(1).user("bob").limit(60).nodelist(N1)

@@ -1,5 +1,5 @@
 """salloc's allocation shows ``Requeue=1`` as Slurm 22.05.8 shows it (the cluster's
-default; session 43), yet a node failure ends it NODE_FAIL rather than putting it back in
+default), yet a node failure ends it NODE_FAIL rather than putting it back in
 the queue: Slurm requeues only a batch job (``batch_flag``), and the allocation's command
 ran on the submit host and has gone. A batch job is requeued. On a real ``Cluster`` over
 SQLite, no agents."""

@@ -1,5 +1,5 @@
 """What a pending job's dependency shows (scontrol's Dependency=, squeue's %E), as Slurm
-22.05.8 shows it (session 41, on its peer): each condition not met with its own status,
+22.05.8 shows it (on its peer): each condition not met with its own status,
 met conditions dropped, a whole array as ``A_*``, ``(null)`` once it holds. HAL gave every
 condition the job's one status (``afterok:45(failed),afterok:46(failed)``) and kept a
 met dependency's text on jobs that had started. On a real ``Cluster`` over SQLite."""

@@ -1,5 +1,5 @@
 """``scontrol top`` in the mirror, replaying what Slurm 22.05.8 did on its peer
-(docs/slurm-checks.md, session 44): the listed jobs take the set's highest priorities in
+(docs/slurm-checks.md): the listed jobs take the set's highest priorities in
 the order listed, the owner's other jobs of that partition, account and QoS are lowered
 evenly by what they gained (the last one the remainder), each through its nice."""
 

@@ -74,7 +74,7 @@ def test_job_cpus_per_node_lists_every_node_in_node_list_order() -> None:
 
 
 def test_array_task_step_is_the_step_written_and_open_mode_is_passed_to_sruns() -> None:
-    """Slurm 22.05.8 (session 41): SLURM_ARRAY_TASK_STEP is the spec's ``:N`` (else 1), not
+    """Slurm 22.05.8: SLURM_ARRAY_TASK_STEP is the spec's ``:N`` (else 1), not
     the gap its indices share (``1,3,5`` is 1, ``1,3,7-9:2`` is 2); ``--open-mode=append``
     sets SLURM_OPEN_MODE=a for the job's sruns, and a job without it has none."""
     base = make_job(3).running_on("n1").build().evolve(array_job_id=3, array_task_id=1)
@@ -88,7 +88,7 @@ def test_array_task_step_is_the_step_written_and_open_mode_is_passed_to_sruns() 
 
 
 def test_cpus_per_task_and_ntasks_per_node_only_where_given() -> None:
-    """Slurm 22.05.8 (session 41) sets SLURM_CPUS_PER_TASK only where -c was given (sbatch
+    """Slurm 22.05.8 sets SLURM_CPUS_PER_TASK only where -c was given (sbatch
     sends its value), and SLURM_NTASKS_PER_NODE where --ntasks-per-node was; HAL set
     SLURM_CPUS_PER_TASK=1 always, so a script's ${SLURM_CPUS_PER_TASK:-4} got 1."""
     job = make_job(3).running_on("n1").build()

@@ -1,6 +1,6 @@
 """``SLURM_MEM_PER_NODE`` only where a job asked ``--mem=N`` above 0, as Slurm 22.05.8.
 
-Checked on the real Slurm (session 44, ``SelectTypeParameters=CR_Core_Memory``, a node
+Checked on the real Slurm (``SelectTypeParameters=CR_Core_Memory``, a node
 with 2 GPUs): a batch job of ``--mem=0``, ``--mem-per-cpu=0`` or ``--mem-per-gpu=0``
 holds all of its node's memory (``TRES=...,mem=<the node's>``, ``MinMemoryNode=0``) and
 has no ``SLURM_MEM_PER_NODE`` (nor ``SLURM_MEM_PER_CPU``), nor do an ``salloc``'s command

@@ -1,6 +1,6 @@
 """Slurm's ReturnToService (hal.toml ``return_to_service``): which DOWN nodes a
-registering agent brings back, as Slurm 22.05.8 was seen to (docs/slurm-checks.md,
-session 49), and the setting as hal.toml takes it."""
+registering agent brings back, as Slurm 22.05.8 was seen to (docs/slurm-checks.md),
+and the setting as hal.toml takes it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A7: who may raise a job's time limit, as Slurm 22.05.8's update_job decides
-(docs/slurm-checks.md, session 49): its owner while it is pending, up to its partition's
+(docs/slurm-checks.md): its owner while it is pending, up to its partition's
 MaxTime; an administrator always; anyone who may update it lowers it."""
 
 from __future__ import annotations

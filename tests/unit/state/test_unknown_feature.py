@@ -1,5 +1,5 @@
 """``sbatch -C FEATURE`` that no node of the partition has: Slurm 22.05.8 refuses it
-with "Invalid feature specification" (its peer, session 44); HAL refused it with a
+with "Invalid feature specification" (its peer); HAL refused it with a
 message about CPUs and memory that did not name the feature."""
 
 from __future__ import annotations

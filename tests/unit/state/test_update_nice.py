@@ -97,7 +97,7 @@ def test_an_administrators_priority_clears_the_nice(cluster: Cluster) -> None:
 )
 def test_nothing_of_an_ended_job_changes(cluster: Cluster, change: dict[str, object]) -> None:
     """Slurm 22.05.8 refuses every update of an ended job with "Job has already finished
-    for job N" (its peer, session 44); HAL took Nice=, Priority=, JobName=, Comment= and
+    for job N" (its peer); HAL took Nice=, Priority=, JobName=, Comment= and
     Requeue= silently, and said other things for Partition= and TimeLimit=."""
     store(cluster, make_job(2).priority(1000).state(JobState.CANCELLED).build())
     with pytest.raises(Conflict, match=r"^Job has already finished for job 2$"):

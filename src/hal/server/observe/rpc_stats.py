@@ -7,7 +7,7 @@ route (method and path template, so ``/v1/jobs/7`` and ``/v1/jobs/8`` are one ro
 its caller, the user whose token the server already knows (``TokenCache.known``: a
 dictionary look-up; a request with no valid token counts under its route only). Routes
 with a Slurm equivalent carry that message type's name and number (``SLURM_TYPES``,
-seen in the peer's sdiag: docs/slurm-checks.md, session 49); the others their route.
+seen in the peer's sdiag: docs/slurm-checks.md); the others their route.
 A long poll (the agents' sync) counts the time it was held. ``reset`` is sdiag -r.
 """
 

@@ -2,8 +2,8 @@
 agent's node shows ``idle*`` before the node timeout and ``down*`` after it; with
 ``return_to_service = 0`` (Slurm's default) the restarted agent's node stays ``down``
 until an administrator resumes it, with 1 (HAL's default) it comes back by itself; an
-operator's DOWN stays with 1 and goes with 2. As Slurm 22.05.8 did (docs/slurm-checks.md,
-session 49)."""
+operator's DOWN stays with 1 and goes with 2. As Slurm 22.05.8 did
+(docs/slurm-checks.md)."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def test_a_directive_without_a_space_and_the_scripts_name(
 
 
 def test_mem_per_cpu_zero_is_all_of_the_nodes_memory(server: LiveServer, tmp_path: Path) -> None:
-    """Slurm 22.05.8 (session 43) takes ``--mem-per-cpu=0`` as ``--mem=0``: the job runs
+    """Slurm 22.05.8 takes ``--mem-per-cpu=0`` as ``--mem=0``: the job runs
     with all of its node's memory (``TRES=cpu=2,mem=<the node's>``, ``MinMemoryNode=0``),
     and so does a step's: it gets all of the job's memory and holds none of it (an
     ``--exact --mem=800`` step runs beside it). HAL refused both (sbatch: "must be more

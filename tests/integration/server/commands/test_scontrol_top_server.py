@@ -1,5 +1,5 @@
-"""``scontrol top`` on a live server, as Slurm 22.05.8's (docs/slurm-checks.md, session
-44): an administrator moves a user's pending jobs ahead of the user's others, silently;
+"""``scontrol top`` on a live server, as Slurm 22.05.8's (docs/slurm-checks.md):
+an administrator moves a user's pending jobs ahead of the user's others, silently;
 the others pay for it, so the user's sum of priorities stays; a refusal is Slurm's line
 ``REASON for job LIST``, rc 1. HAL refused the command."""
 

@@ -111,7 +111,7 @@ def test_sdiag_counts_what_the_server_did_since_it_started(
     when = re.search(r"^\tLast cycle when: .* \((\d+)\)$", backfill, re.MULTILINE)
     assert when is not None and before - 1 <= int(when.group(1)) <= time.time()
     assert _value(backfill, "Last queue length") == _value(backfill, "Last depth cycle")
-    # the lines monitoring reads (session 49): sdiag's own request is in flight
+    # the lines monitoring reads: sdiag's own request is in flight
     assert _value(text, "Server thread count") >= 1
     assert _value(text, "Agent queue size") == 0  # nothing waits for the agent
     assert _value(text, "DBD Agent queue size") == 0

@@ -1,4 +1,4 @@
-"""Two forms a real Slurm 22.05.8 took differently (session 44), on a real server with real
+"""Two forms a real Slurm 22.05.8 took differently, on a real server with real
 agents: a time limit with seconds is whole minutes everywhere it shows (``-t 5:30``:
 ``TimeLimit=00:06:00``, squeue ``%l`` ``6:00``, sacct ``Timelimit`` ``00:06:00``), and a
 batch job of ``--mem=0``, ``--mem-per-cpu=0`` or ``--mem-per-gpu=0`` has no

@@ -1,5 +1,5 @@
-"""Options HAL refused before session 49, as Slurm 22.05.8 takes them (docs/slurm-checks.md,
-"Session 49: options that were refused"): ``--exclusive=user``, ``--priority`` and srun's
+"""Options HAL once refused, as Slurm 22.05.8 takes them (docs/slurm-checks.md,
+"Job options"): ``--exclusive=user``, ``--priority`` and srun's
 ``--signal``. A real server with two real 2-CPU agents; the commands run as the
 installed shims, from a shell with no job around it."""
 

@@ -155,7 +155,7 @@ def test_a_held_job_whose_begin_time_is_ahead_shows_it_as_its_start_time(
     live: LiveServer, tmp_path: Path
 ) -> None:
     """Slurm 22.05.8 shows a held job's begin time ahead as its StartTime (scontrol) and
-    squeue's %S; HAL showed Unknown and N/A (session 47's exploratory testing)."""
+    squeue's %S; HAL showed Unknown and N/A (found in exploratory testing)."""
     from hal.compat.formats import timestamp
 
     begin = float(int(time.time()) + 3600)
@@ -287,7 +287,7 @@ def test_a_dependency_on_an_array_element_waits_for_that_element(
 def test_update_several_jobs_by_ids_or_name_and_relative_limits(
     live: LiveServer, tmp_path: Path
 ) -> None:
-    """Slurm 22.05.8 (session 42; HAL refused each): ``update JobId=a,b`` updates both,
+    """Slurm 22.05.8 (HAL refused each): ``update JobId=a,b`` updates both,
     ``update JobName=x ...`` every job named x, ``TimeLimit=+5``/``-2`` moves the limit,
     ``hold``/``release JobName=x`` act on the jobs named x; a bad Nice says which field,
     without pydantic's report."""

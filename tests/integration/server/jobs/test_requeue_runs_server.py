@@ -114,7 +114,7 @@ def test_a_requeued_run_truncates_its_output_unless_open_mode_append(
     server: LiveServer,
     tmp_path: Path,
 ) -> None:
-    """As Slurm 22.05.8 (session 41): a requeued run starts its output file anew, unless
+    """As Slurm 22.05.8: a requeued run starts its output file anew, unless
     the job asked for ``--open-mode=append`` (submitit does, so that a checkpointed job's
     runs share one log); HAL appended always, and refused ``--open-mode``."""
     body = 'echo "run $SLURM_RESTART_COUNT"\n[ "$SLURM_RESTART_COUNT" = 0 ] && sleep 300\ntrue\n'
@@ -154,7 +154,7 @@ def test_requeuehold_brings_a_job_back_held_until_released(
     server: LiveServer,
     tmp_path: Path,
 ) -> None:
-    """``scontrol requeuehold`` (Slurm 22.05.8, session 42; HAL refused the command): a
+    """``scontrol requeuehold`` (Slurm 22.05.8; HAL refused the command): a
     running job ends its run and comes back PENDING with Reason
     ``job_requeued_in_held_state`` and priority 0, and does not run until ``scontrol
     release``; a finished job comes back the same way. While the job runs, its EndTime is
@@ -194,7 +194,7 @@ def test_a_hold_on_a_running_job_keeps_it_from_running_again(
     server: LiveServer,
     tmp_path: Path,
 ) -> None:
-    """Slurm 22.05.8 (session 42): ``scontrol hold`` of a running job shows Priority=0 and
+    """Slurm 22.05.8: ``scontrol hold`` of a running job shows Priority=0 and
     Reason=JobHeldAdmin, and after ``scontrol requeue`` the job waits, held, until
     released; HAL answered rc 0 and dropped the hold, so the requeued job ran again at
     once. A hold of a job that has ended is refused with Slurm's words."""

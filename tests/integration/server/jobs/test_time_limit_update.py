@@ -68,7 +68,7 @@ def test_the_limit_of_a_finished_job_stays(live: LiveServer, tmp_path: Path) -> 
     """`scontrol update TimeLimit=` of a job that has ended was accepted (exit 0, a
     job.updated event) and rewrote the finished run's limit; a raise that came after the
     job had timed out looked as if it had worked. Slurm 22.05.8 refuses it, as every
-    update of an ended job: "Job has already finished for job N" (session 44)."""
+    update of an ended job: "Job has already finished for job N"."""
     with live.client() as admin:
         job = admin.submit(
             JobSubmit(script="#!/bin/sh\ntrue\n", workdir=str(tmp_path), time_limit_seconds=60)

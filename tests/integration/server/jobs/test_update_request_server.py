@@ -1,5 +1,5 @@
 """``scontrol update`` of a pending job's shape and files on a real server with two
-agents, as Slurm 22.05.8 takes them (session 42; HAL refused each, and with them every
+agents, as Slurm 22.05.8 takes them (HAL refused each, and with them every
 other field of the same update): NumNodes, NumTasks, MinMemoryNode, WorkDir, StdOut,
 MailType, MailUser and Requeue. The job then runs as updated."""
 

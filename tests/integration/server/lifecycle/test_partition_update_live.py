@@ -1,6 +1,6 @@
 """``scontrol update PartitionName=P State=|MaxTime=|DefaultTime=...`` against a live
 server, as an administrator's maintenance runbook uses it on Slurm 22.05.8
-(docs/slurm-checks.md, session 49): DOWN keeps new jobs waiting (``PartitionDown``),
+(docs/slurm-checks.md): DOWN keeps new jobs waiting (``PartitionDown``),
 DRAIN refuses new jobs and starts the queued ones, INACTIVE refuses them and starts none
 (``PartitionInactive``); the change outlives a server restart and ``scontrol
 reconfigure`` puts hal.toml's partition back. And A7: a user raises the time limit of

@@ -1,4 +1,4 @@
-"""``sbatch --mincpus=N``, as Slurm's (session 48, on the Slurm 22.05.8 peer): each of
+"""``sbatch --mincpus=N``, as Slurm's (on the Slurm 22.05.8 peer): each of
 the job's nodes gives it at least N CPUs (``SLURM_CPUS_ON_NODE``,
 ``SLURM_JOB_CPUS_PER_NODE``), ``scontrol show job`` shows ``MinCPUsNode=N`` and squeue's
 ``%c`` N; a node count no node can give is refused at submit. Before, HAL refused the

@@ -74,7 +74,7 @@ def test_priority_zero_for_a_job_no_longer_pending_is_refused(
     server: LiveServer, alice: str
 ) -> None:
     """As Slurm 22.05.8's "Job has already finished for job N": nothing of an ended job
-    changes (session 44; HAL said "no longer pending")."""
+    changes (HAL said "no longer pending")."""
     job = submitted(server, alice)
     with server.client(alice) as c:
         c.cancel(job)

@@ -184,7 +184,7 @@ def test_a_reservation_in_use_cannot_be_deleted(server: LiveServer, tmp_path: Pa
     """Slurm 22.05.8 refuses to delete a reservation that a pending or running job uses
     (``delete_reservation reservationname=p1: Requested reservation is in use``, rc 1)
     and deletes it once its jobs have ended; HAL deleted it and stranded the jobs
-    (found by an admin's side-by-side run, session 49)."""
+    (found by an admin's side-by-side run)."""
     tokens = server.add_users("resvcarol")
     carol_token = tokens["resvcarol"]
     with server.client() as admin, server.client(carol_token) as carol:

@@ -95,7 +95,7 @@ def test_srun_in_salloc_runs_on_both_nodes_and_the_job_ends_with_the_command(
     assert done.returncode == 0, done.stdout + done.stderr
     job_id = granted(done.stderr)
     # granted at once: Slurm 22.05.8 says no "Pending job allocation" and no "Nodes ...
-    # are ready" (session 41)
+    # are ready"
     assert done.stderr.startswith(f"salloc: Granted job allocation {job_id}\n"), done.stderr
     assert "Pending" not in done.stderr and "ready" not in done.stderr, done.stderr
     assert done.stderr.rstrip().endswith(f"salloc: Relinquishing job allocation {job_id}")
@@ -123,7 +123,7 @@ def test_salloc_exits_with_the_commands_code_and_srun_there_is_always_a_step(
 
 
 def test_an_allocation_shows_batch_flag_0(server: LiveServer, shims: Path, tmp_path: Path) -> None:
-    """Slurm 22.05.8 (session 43): ``scontrol show job`` of salloc's job, from its
+    """Slurm 22.05.8: ``scontrol show job`` of salloc's job, from its
     command, says ``BatchFlag=0`` (a batch job's 1); HAL said 1, its allocation being a
     job whose script holds the nodes. And ``Requeue=1``, the cluster's default, as a
     batch job's (HAL said 0)."""
@@ -211,7 +211,7 @@ def test_the_time_limit_revokes_the_allocation_with_slurms_message(
 def test_sigterm_to_salloc_revokes_its_allocation_and_it_exits_0(
     server: LiveServer, shims: Path, tmp_path: Path
 ) -> None:
-    """Slurm 22.05.8 (session 41): SIGINT or SIGTERM to salloc while its command runs gives
+    """Slurm 22.05.8: SIGINT or SIGTERM to salloc while its command runs gives
     the allocation up ("Job allocation N has been revoked.", the job CANCELLED) and salloc
     exits 0; HAL passed the signal to the command and exited 128+N."""
     proc, job_id = start_granted(server, shims, tmp_path, "-N1", "sleep", "300")

@@ -1,5 +1,5 @@
-"""srun --export on a real server with real agents, as Slurm 22.05.8 runs it (session 42,
-compared on its peer): the tasks of a step on the batch node and of one on other nodes
+"""srun --export on a real server with real agents, as Slurm 22.05.8 runs it (compared
+on its peer): the tasks of a step on the batch node and of one on other nodes
 get the same variables, and ``sbatch --export`` is every step's default through
 ``SLURM_EXPORT_ENV``. Before, HAL's srun took --export and ignored it."""
 

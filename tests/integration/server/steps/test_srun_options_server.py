@@ -1,5 +1,5 @@
 """srun's options as MPI launchers and scripts pass them, on a real server with real
-agents, as Slurm 22.05.8's srun behaves (session 41, compared on its peer): ``-l`` labels a
+agents, as Slurm 22.05.8's srun behaves (compared on its peer): ``-l`` labels a
 step on the batch node too, ``-K`` ends the other tasks when one fails, ``-J`` names the
 step and its ``SLURM_JOB_NAME``, ``-D`` is its tasks' directory (on other nodes too, where
 they ran in the job's), ``-c`` its ``SLURM_CPUS_PER_TASK``, and options with no effect on a
@@ -170,7 +170,7 @@ def test_ctrl_c_once_says_how_the_tasks_are_twice_ends_them(
     server: LiveServer,
     tmp_path: Path,
 ) -> None:
-    """As Slurm 22.05.8's srun (session 41), for a step on other nodes too: a SIGINT says
+    """As Slurm 22.05.8's srun, for a step on other nodes too: a SIGINT says
     ``srun: interrupt (one more within 1 sec to abort)`` and which tasks run; a second
     within a second sends it to them (srun's lines for an ended step, rc 130). HAL ended
     the step at the first."""
@@ -191,14 +191,14 @@ def test_more_nodes_than_tasks_is_one_node_with_slurms_warning(
     server: LiveServer,
     tmp_path: Path,
 ) -> None:
-    """Slurm 22.05.8 (session 42): ``srun -N2 -n1`` in a two-node job warns and runs one
+    """Slurm 22.05.8: ``srun -N2 -n1`` in a two-node job warns and runs one
     task on one node; HAL asked for a step on both nodes."""
     out, err = run(server, tmp_path, f"{SRUN} -N2 -n1 hostname\necho rc=$?\n", "-N2", "-n2")
     assert out.splitlines()[-1] == "rc=0" and len(out.splitlines()) == 2, (out, err)
     assert "srun: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1" in err
 
 
-# srun -K across nodes (session 43): task 1 (node2) fails, task 0 (node1) would run 60 s
+# srun -K across nodes: task 1 (node2) fails, task 0 (node1) would run 60 s
 FAILING = "sh -c 'if [ $SLURM_PROCID = 1 ]; then exit 3; fi; sleep 60; echo survived'"
 TIMED = "start=$(date +%s)\n{srun}\necho rc=$? took=$(( $(date +%s) - start ))\n"
 

@@ -101,7 +101,7 @@ def test_srun_pty_inside_an_allocation_reads_keys_as_a_terminal(
 def test_srun_pty_shows_task_0_alone_labelled_and_its_failure_as_slurms(
     server: LiveServer, shims: Path, tmp_path: Path
 ) -> None:
-    """As Slurm 22.05.8's (session 48, on the peer): with -n2 only task 0's terminal is
+    """As Slurm 22.05.8's (on the peer): with -n2 only task 0's terminal is
     shown (the other tasks' output goes nowhere), -l labels it, and srun's own lines end
     CR LF while its terminal is raw."""
     argv = [

@@ -1,5 +1,5 @@
-"""The variables a step's tasks get on the agents' nodes, as Slurm 22.05.8's (session 48,
-on a two-node peer): ``SLURM_JOB_CPUS_PER_NODE`` is the job's list, not the node's count;
+"""The variables a step's tasks get on the agents' nodes, as Slurm 22.05.8's (on a
+two-node peer): ``SLURM_JOB_CPUS_PER_NODE`` is the job's list, not the node's count;
 each task's ``SLURM_TASK_PID`` is its own pid; ``srun --jobid`` from outside the job
 names the tasks' ``SLURM_JOB_NAME`` after its ``-J`` or its command."""
 
