@@ -194,6 +194,18 @@ def test_a_backfill_pass_drops_a_forecast_not_yet_done() -> None:
     assert len(sched.forecast(again)) == 5
 
 
+def test_a_full_pass_with_nothing_held_back_carries_no_forecast() -> None:
+    """A pass whose backfill stage was due drops what was left of the last forecast even
+    when it holds no job back (its stage then plans nothing): a full pass's plan is its
+    snapshot's alone, the same as a fresh scheduler's."""
+    first, _ = _forecasting()
+    sched = build_scheduler()
+    sched.forecast(sched.run_pass(first).plan, go_on=_no_time)  # four jobs left
+    empty = cluster(NOW + 1).uniform_nodes(4, cpus=1).build()
+    assert sched.schedule(empty) == build_scheduler().schedule(empty)
+    assert sched.schedule(empty).forecasting == ()
+
+
 def test_config_takes_the_bounds_with_slurm_names() -> None:
     raw: dict[str, object] = {"scheduler": {"default_queue_depth": 50, "sched_interval": 20}}
     config = config_from_dict(raw, "t")

@@ -286,8 +286,11 @@ class Scheduler:
         forecasting: tuple[int, ...] = ()
         if forecast is not None:
             forecasting = tuple(j.id for j in forecast.jobs)
-        elif carried is not None and cycle is None and want_updates:
-            # the stage did not run: the last one's forecast goes on where it stopped
+        elif carried is not None and not (backfill and complete) and want_updates:
+            # the stage was not due (bf_interval) or the pass stopped: the last one's
+            # forecast goes on where it stopped. A pass whose stage was due drops it,
+            # even with nothing held back: a full pass's plan depends on its snapshot
+            # alone (the same snapshot, the same plan).
             forecasting = tuple(j.id for j in carried.forecast.left)
         plan = Plan(
             revision=snapshot.revision,
