@@ -37,9 +37,10 @@ Example::
                                    # than their peers'
     enable_user_top = false        # let users `scontrol top` their own jobs (Slurm's
                                    # SchedulerParameters=enable_user_top); else admins only
-    max_job_starts = 1000          # jobs one pass starts at most, the rest in the next
-                                   # (Slurm's sched_max_job_start; 0: no limit); a pass
-                                   # stops looking once it has placed as many
+    max_job_starts = 1000          # jobs of one partition a pass starts at most, the
+                                   # rest in the next (Slurm's sched_max_job_start, per
+                                   # partition; 0: no limit); a pass passes over the
+                                   # partition's others once it has placed as many
     default_queue_depth = 100      # jobs a pass between full ones looks at, in queue
                                    # order (Slurm's default_queue_depth; 0: every pass full)
     sched_interval = 60            # seconds between passes over every pending job
@@ -199,8 +200,9 @@ class HalConfig:
     # Users may move their own pending jobs to the top (``scontrol top``, Slurm's
     # SchedulerParameters=enable_user_top); off: only administrators.
     enable_user_top: bool = False
-    # The most jobs one scheduling pass starts (Slurm's SchedulerParameters=
-    # sched_max_job_start; 0: no limit): the others it placed start in the next pass,
+    # The most jobs of one partition one scheduling pass starts (Slurm's
+    # SchedulerParameters=sched_max_job_start, per partition so that one partition's
+    # backlog keeps no other's jobs waiting; 0: no limit): the others start in the next pass,
     # moments later. Writing a start and its launch takes the server's one event loop a
     # few tenths of a millisecond, so a burst of 5,000 would hold agents' syncs and
     # squeue for seconds (docs/admin/scale.md).

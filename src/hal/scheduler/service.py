@@ -14,9 +14,9 @@ nodes recover); an idle cluster does no work at all.
 once per the plugin's ``interval_s`` (30 s by default), the main pass on every cycle;
 and Slurm's bounds on the main pass (ADR 0029): a pass looks at every pending job only
 every ``sched_interval`` (and when backfill is due), the others at the first
-``default_queue_depth`` in queue order, and every pass stops once it has placed
-``max_job_starts``. The forecast of expected starts goes in slices of bf_yield_interval,
-one per cycle.
+``default_queue_depth`` in queue order, and every pass passes over a partition's jobs
+once it has placed ``max_job_starts`` of them. The forecast of expected starts goes in
+slices of bf_yield_interval, one per cycle.
 """
 
 from __future__ import annotations
@@ -64,10 +64,11 @@ class PassBounds:
     this many pending jobs in queue order, the others keep the reasons and expected
     starts the last pass that looked at them gave (0: every pass full); a full pass
     every ``sched_interval_s`` (sched_interval) and whenever backfill is due (it plans
-    the whole queue); ``max_starts`` (sched_max_job_start): every pass stops once it
-    has placed this many (0: no limit), and a pass that stopped so does not count as
-    full or as backfilled, so the next one is full again. A full pass that did not stop
-    decides what ``Scheduler.run_pass`` without bounds decides. The default: none."""
+    the whole queue); ``max_starts`` (sched_max_job_start): every pass passes over a
+    partition's jobs once it has placed this many of them (0: no limit), and a pass that
+    stopped so does not count as full or as backfilled, so the next one is full again. A
+    full pass that did not stop decides what ``Scheduler.run_pass`` without bounds
+    decides. The default: none."""
 
     queue_depth: int = 0
     sched_interval_s: float = 0.0

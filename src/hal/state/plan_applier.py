@@ -8,11 +8,12 @@ pending and the next pass retries them. The components of a het job start togeth
 at all. The plan's terminations, advisory reasons and preemption marks are written in the
 same change.
 
-At most ``[scheduler] max_job_starts`` placements start per plan (Slurm's
-``sched_max_job_start``), in the plan's order: writing a start and its launch holds the
-server's event loop, and a pass that placed thousands would hold it for seconds. The
-placements past the cap are left as refused ones are, for the next pass, which the
-commit wakes at once.
+At most ``[scheduler] max_job_starts`` placements of one partition start per plan
+(Slurm's ``sched_max_job_start``, per partition), in the plan's order: writing a start
+and its launch holds the server's event loop, and a pass that placed thousands would hold
+it for seconds; per partition, so that one partition's backlog never keeps another's jobs
+from their idle nodes. The placements past the cap are left as refused ones are, for the
+next pass, which the commit wakes at once.
 """
 
 from __future__ import annotations
@@ -53,10 +54,12 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
         # of the nodes the plan places on only (the others' are never read here)
         scratch = _scratch_usage(cluster.usage, plan)
         refused_het = _refused_het_jobs(cluster, plan, scratch)
-        cap = cluster.config.scheduler_max_job_starts or len(plan.placements)
+        cap = cluster.config.scheduler_max_job_starts
+        starts: Counter[str] = Counter()  # by partition, up to ``cap``
         for placement in plan.placements:
-            if len(started) >= cap:
-                break  # the rest stay pending: the next pass (this commit wakes it) retries
+            partition = placement.partition or cluster.jobs[placement.job_id].partition
+            if cap and starts[partition] >= cap:
+                continue  # it stays pending: the next pass (this commit wakes it) retries
             het = cluster.jobs[placement.job_id].spec.het
             if het is not None and het.job_id in refused_het:
                 continue  # all components start together or none does
@@ -96,6 +99,7 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
             )
             hold(scratch, job)
             started.append(job)
+            starts[partition] += 1
             events.append(
                 EventRow(
                     now,

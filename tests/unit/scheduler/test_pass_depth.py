@@ -66,6 +66,28 @@ def test_a_pass_stops_once_it_has_placed_max_starts() -> None:
     assert len(full.plan.placements) > 4
 
 
+def test_a_partitions_backlog_does_not_keep_another_partitions_job_waiting() -> None:
+    """The most starts count per partition: behind a backlog that fills its cap, a job of
+    another partition with an idle node is placed in the same pass; the backlog's jobs
+    past the cap are passed over (no verdict) and the pass is not complete."""
+    backlog = [make_job(100 + i).cpus(1).limit(600).partition("bulk") for i in range(12)]
+    probe = make_job(200).cpus(1).limit(60).partition("probe")
+    snap = (
+        cluster(NOW)
+        .uniform_nodes(4, cpus=4)
+        .uniform_nodes(1, cpus=1, prefix="p")
+        .partition("bulk", "n0001", "n0002", "n0003", "n0004")
+        .partition("probe", "p0001")
+        .pending(*backlog, probe)
+        .build()
+    )
+    result = _no_backfill().run_pass(snap, max_starts=4)
+    placed = [p.job_id for p in result.plan.placements]
+    assert placed == [100, 101, 102, 103, 200]
+    assert not result.complete
+    assert 104 not in result.statuses  # passed over, not decided
+
+
 def test_a_stopped_pass_runs_no_backfill_stage() -> None:
     """Backfill plans the whole queue behind the jobs placed: a pass that stopped early
     leaves it to the next full one, and the held-back jobs keep their expected starts."""

@@ -1,5 +1,5 @@
 """``[scheduler] max_job_starts`` (Slurm's sched_max_job_start): a plan starts at most
-that many of its placements, in its order; the rest stay pending for the next pass,
+that many of its placements of one partition, in its order; the rest stay pending for the next pass,
 which the commit wakes; 0 is no limit."""
 
 from __future__ import annotations
@@ -34,6 +34,16 @@ def test_a_plan_starts_at_most_max_job_starts_in_its_order(cluster: Cluster) -> 
     assert cluster.jobs[1].state is JobState.PENDING
     assert cluster.changed.is_set()  # the next pass comes at once
     assert asyncio.run(cluster.apply_plan(plan_of(1))) == [1]
+
+
+def test_the_cap_is_per_partition(cluster: Cluster) -> None:
+    """One partition's backlog never keeps another's jobs from starting: the cap counts
+    each partition's starts apart."""
+    cluster.config = dataclasses.replace(cluster.config, scheduler_max_job_starts=1)
+    other = make_job(3).partition("other").build()
+    store(cluster, make_job(1).build(), make_job(2).build(), other)
+    assert asyncio.run(cluster.apply_plan(plan_of(1, 2, 3))) == [1, 3]
+    assert cluster.jobs[2].state is JobState.PENDING
 
 
 def test_no_limit_with_zero(cluster: Cluster) -> None:

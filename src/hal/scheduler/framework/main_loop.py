@@ -22,6 +22,7 @@ with the stage each stopped at; the terminations.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from hal.core.job import Allocation, Job
@@ -101,10 +102,12 @@ class MainLoop:
         self, queue: Sequence[Job], *, depth: int | None = None, max_starts: int | None = None
     ) -> bool:
         """Decide the jobs of ``queue`` in queue order: every one, or the first ``depth``
-        (Slurm's default_queue_depth), stopping once ``max_starts`` are placed (Slurm's
-        sched_max_job_start). True when every job was decided; the jobs after a stop are
-        not looked at (no verdict: they keep what the store has). This runs for every
-        pending job of every pass: what it reads is in locals, the common paths inline."""
+        (Slurm's default_queue_depth); a partition's jobs are passed over once
+        ``max_starts`` of that partition's are placed (sched_max_job_start, per partition:
+        one partition's backlog never keeps another's jobs from their nodes). True when
+        every job was decided; the jobs after a stop, or passed over, are not looked at
+        (no verdict: they keep what the store has). This runs for every pending job of
+        every pass: what it reads is in locals, the common paths inline."""
         framework, ctx = self.framework, self.ctx
         gate = self.gate
         blocked, statuses, verdicts, fit_cache = (
@@ -122,13 +125,23 @@ class MainLoop:
         grouping = not framework.profile.post_filter
         # (a stop is looked for only when one is set: most passes have none)
         stop = depth is not None or max_starts is not None
-        looked, most, starts = 0, len(queue) if depth is None else depth, max_starts
+        looked, most = 0, len(queue) if depth is None else depth
+        starts: Counter[str] = Counter()  # placements by partition (``max_starts``)
+        counted = 0  # (``placed`` is counted into ``starts`` up to here)
+        passed_over: list[Job] = []
         for job in queue:
             if stop:
-                if looked >= most or (starts is not None and len(placed) >= starts):
-                    self.notice_eligible(queue[looked:])
+                if looked >= most:
+                    self.notice_eligible([*passed_over, *queue[looked:]])
                     return False
                 looked += 1
+                if max_starts is not None:
+                    for each, _ in placed[counted:]:
+                        starts[each.partition] += 1
+                    counted = len(placed)
+                    if starts[job.partition] >= max_starts:
+                        passed_over.append(job)
+                        continue
             if claimed and job.id in claimed:
                 self._decide_grouped(claimed[job.id], job)
                 continue
@@ -185,6 +198,9 @@ class MainLoop:
             statuses[job.id] = st
             if not_placed(job, st, stage):
                 self._hand_over_counters(job)
+        if passed_over:
+            self.notice_eligible(passed_over)
+            return False
         return True
 
     def notice_eligible(self, rest: Sequence[Job]) -> None:

@@ -197,12 +197,13 @@ class Scheduler:
         decisions, slower, so callers sample it.
 
         ``depth`` (Slurm's default_queue_depth) and ``max_starts`` (sched_max_job_start)
-        bound the main loop: it looks at the first ``depth`` jobs in queue order at most,
-        and stops once it has placed ``max_starts``. A pass that stopped so
-        (``PassResult.complete`` False) decides nothing for the jobs after the stop (no
-        verdict, no update: they keep the reason and expected start the store has; but
-        one waiting for its begin time or for other jobs gets its PreFilter's verdict,
-        ``None`` once eligible: ``MainLoop.notice_eligible``), and
+        bound the main loop: it looks at the first ``depth`` jobs in queue order at
+        most, and passes over a partition's jobs once it has placed ``max_starts`` of
+        them. A pass that stopped so (``PassResult.complete`` False) decides nothing for
+        the jobs after the stop or passed over (no verdict, no update: they keep the
+        reason and expected start the store has; but one waiting for its begin time or
+        for other jobs gets its PreFilter's verdict, ``None`` once eligible:
+        ``MainLoop.notice_eligible``), and
         runs no backfill stage (the held-back jobs keep their expected starts, as with
         ``backfill=False``): backfill plans the whole queue behind the jobs placed. The
         jobs it looked at are decided as a full pass decides them: the same placements,
