@@ -136,9 +136,10 @@ class MainLoop:
                     return False
                 looked += 1
                 if max_starts is not None:
-                    for each, _ in placed[counted:]:
-                        starts[each.partition] += 1
-                    counted = len(placed)
+                    if len(placed) > counted:  # (no slice a job while nothing is placed)
+                        for each, _ in placed[counted:]:
+                            starts[each.partition] += 1
+                        counted = len(placed)
                     if starts[job.partition] >= max_starts:
                         passed_over.append(job)
                         continue
