@@ -49,7 +49,7 @@ from hal.server.profile import server_profile
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
 from hal.state.memory_store import MemoryStateStore
-from hal.testing import make_job
+from hal.testing import JobBuilder, make_job
 from hal.testing.builders import make_node
 from hal.testing.mirror import store
 
@@ -90,7 +90,11 @@ def _cluster(nodes: int, jobs: int, full: bool, settings: Mapping[str, object]) 
         cluster.nodes[name] = make_node(name).cpus(CPUS).mem_gib(64).build()
         cluster.agent_sessions[name] = AgentSession(name)
     made: list[Job] = []
-    next_id = 1
+
+    def bulk(width: int) -> JobBuilder:
+        """The mix's job of ``width`` CPUs in the bulk partition, numbered in turn."""
+        return make_job(len(made) + 1).partition("bulk").cpus(width).mem_gib(width).limit(600)
+
     if full:  # every node's CPUs held by jobs of the mix, started over the last 10 min
         rng = random.Random(3)
         for n in range(1, nodes + 1):
@@ -100,28 +104,10 @@ def _cluster(nodes: int, jobs: int, full: bool, settings: Mapping[str, object]) 
                     continue
                 free -= width
                 start = NOW - rng.uniform(0, 500)
-                made.append(
-                    make_job(next_id)
-                    .partition("bulk")
-                    .cpus(width)
-                    .mem_gib(width)
-                    .limit(600)
-                    .running_on(f"emu{n}", start=start)
-                    .build()
-                    .evolve(launched=True)
-                )
-                next_id += 1
+                running = bulk(width).running_on(f"emu{n}", start=start).build()
+                made.append(running.evolve(launched=True))
     for k, width in enumerate(_widths(jobs, 7)):
-        made.append(
-            make_job(next_id)
-            .partition("bulk")
-            .cpus(width)
-            .mem_gib(width)
-            .limit(600)
-            .submitted(NOW - 300 + k * 0.001)
-            .build()
-        )
-        next_id += 1
+        made.append(bulk(width).submitted(NOW - 300 + k * 0.001).build())
     store(cluster, *made)
     return cluster
 
