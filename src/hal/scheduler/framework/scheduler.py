@@ -49,8 +49,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections import ChainMap
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
@@ -435,16 +434,20 @@ class _KeptForecast:
 
     __slots__ = ("forecast", "jobs", "revision", "statuses")
 
-    def __init__(
-        self, plan: Plan, forecast: Forecast, statuses: MutableMapping[int, Status]
-    ) -> None:
+    def __init__(self, plan: Plan, forecast: Forecast, statuses: Mapping[int, Status]) -> None:
         self.revision, self.jobs = plan.revision, plan.forecasting
         self.forecast, self.statuses = forecast, statuses
 
-    def carried_into(self, plan: Plan, statuses: dict[int, Status]) -> _KeptForecast:
+    def carried_into(self, plan: Plan, statuses: Mapping[int, Status]) -> _KeptForecast:
         """This forecast, going on in the pass that planned ``plan`` (its verdicts
-        ``statuses``, newer than those kept for the jobs it looked at)."""
-        return _KeptForecast(plan, self.forecast, ChainMap(statuses, self.statuses))
+        ``statuses``, newer than those kept for the jobs it looked at). Only the verdicts
+        of the jobs left to plan are kept: at most a forecast's, not a pass's each."""
+        kept = self.statuses
+        left = {
+            job.id: statuses[job.id] if job.id in statuses else kept[job.id]
+            for job in self.forecast.left
+        }
+        return _KeptForecast(plan, self.forecast, left)
 
     def updates(self, go_on: Callable[[], bool] | None) -> tuple[PendingUpdate, ...]:
         """The updates of the next jobs planned (all left, or as many as ``go_on``
