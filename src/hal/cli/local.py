@@ -467,7 +467,9 @@ def _agent_security(ns: argparse.Namespace) -> None:
     """``--ca-file``, ``--tls-cert``/``--tls-key`` and the metrics listener's options, as
     the environment the agent's channel and listener read (``hal.host.tls``), checked
     now: a file the agent cannot use stops it here, not at its first request."""
-    from hal.host.tls import CA_ENV, CERT_ENV, KEY_ENV, TlsSetupError, client_context
+    import ssl
+
+    from hal.host.tls import CA_ENV, CERT_ENV, KEY_ENV, TlsSetupError, load_site
     from hal.observe.listener import metrics_security
 
     if bool(ns.tls_cert) != bool(ns.tls_key):
@@ -475,8 +477,8 @@ def _agent_security(ns: argparse.Namespace) -> None:
     for name, value in ((CA_ENV, ns.ca_file), (CERT_ENV, ns.tls_cert), (KEY_ENV, ns.tls_key)):
         if value:
             os.environ[name] = value
-    try:
-        client_context()
+    try:  # (the site's files only: the system's CA store is read at a first handshake)
+        load_site(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
     except TlsSetupError as err:
         raise InvalidRequest(str(err), field="ca_file") from None
     metrics_security(ns.metrics_tls_cert, ns.metrics_tls_key, ns.metrics_token_file)
