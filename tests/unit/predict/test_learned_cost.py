@@ -4,6 +4,7 @@ LightGBM's own, and no garbage left for a collector that a replay turns off."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import importlib.util
 import random
@@ -70,19 +71,28 @@ def test_the_model_answers_as_lightgbm_does(lgb: ModuleType) -> None:
 
 
 def test_asking_the_model_leaves_no_garbage_behind(lgb: ModuleType) -> None:
-    """``Booster.predict`` leaves reference cycles at every call; a replay runs with
-    the collector off, so they piled up for the whole replay."""
+    """``Booster.predict`` leaves reference cycles at every call (two ``c_void_p`` and
+    two dicts); a replay runs with the collector off, so they piled up for the whole
+    replay. The cycles are told by their ctypes objects: other threads of the test
+    process (xdist's channel) may leave garbage of their own while the collector is off."""
     x = rows(2000, 3)
     trees = Trees(lgb, _fit(lgb, x, x[:, 0], 20)[0])
     gc.collect()
     gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         for r in x[:200]:
             trees.one(r)
         trees.many(x)
-        assert gc.collect() == 0
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, ctypes._SimpleCData)]
+        collected = len(gc.garbage)
     finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
         gc.enable()
+    assert not left, f"{len(left)} ctypes objects left in reference cycles"
+    assert collected < 200, f"{collected} objects in cycles after 201 calls"
 
 
 def test_the_training_window_keeps_the_last_rows_in_order() -> None:
