@@ -437,10 +437,9 @@ def _groups(
     by_name = sorted(nodes, key=lambda n: n.name)
     groups: list[tuple[PartitionInfo | None, list[NodeInfo]]] = []
     if node_mode:  # Slurm's "N": by node, then by partition name
+        held = [(p, set(p.nodes)) for p in sorted(partitions, key=lambda p: p.name)]
         for node in by_name:
-            for partition in sorted(partitions, key=lambda p: p.name):
-                if node in _members(partition, by_name):
-                    groups.append((partition, [node]))
+            groups += [(partition, [node]) for partition, names in held if node.name in names]
         return groups
     spans = not PARTITION_LETTERS & set(shown)
     every_partition = bool({"P", "R"} & set(shown))
