@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
+from hal.client import HalClient
 from hal.client.records import MAPS, Record, read
 from hal.wire.nodes import ClusterConfig, NodeInfo, NodeList
 from hal.wire.priority import ShareInfo, ShareList
@@ -113,3 +115,22 @@ def test_records_carry_what_the_model_reads(
     assert _plain(viewed) == answer.model_dump(mode="json")
     assert type(mapping(viewed)) is dict  # (not a record: its keys are data)
     assert mapping(viewed) == mapping(answer)
+
+
+def test_an_older_servers_partitions_read_their_state_from_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server from before ``PartitionInfo.state`` sends ``up`` alone: a record reads
+    the state ``PartitionInfo`` reads from it (DOWN where not up)."""
+    shape = '"default":false,"max_time_seconds":0,"default_time_seconds":0,"max_nodes":0'
+    body = (
+        f'{{"partitions":[{{"name":"a","up":false,{shape},"nodes":[]}},'
+        f'{{"name":"b","up":true,{shape},"nodes":["n1"]}},'
+        f'{{"name":"c","up":true,"state":"DRAIN",{shape},"nodes":[]}}]}}'
+    ).encode()
+    client = HalClient("http://127.0.0.1:9", "t")
+    monkeypatch.setattr(client, "_request", lambda *_a, **_k: SimpleNamespace(body=body))
+    viewed = client.partitions(validate=False)
+    validated = client.partitions()
+    assert [p.state for p in viewed] == [p.state for p in validated] == ["DOWN", "UP", "DRAIN"]
+    assert all(isinstance(p, Record) for p in viewed)
