@@ -8,7 +8,7 @@ import time
 from hal.client import cjson
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.problems import error_from_response, retry_after, retrying
-from hal.client.records import job_defaults, records
+from hal.client.records import job_defaults, read, records
 from hal.client.transport import (
     Response,
     StreamRefused,
@@ -72,7 +72,9 @@ class HalClient:
     """Talks to a HAL server: the leader among the addresses it is given (one, nearly
     always; ``hal.client.servers`` says how it finds and follows the leader). Every
     method raises a ``HalError`` subclass on failure, rebuilt from the server's
-    problem+json (``code``, ``detail``, ``field``)."""
+    problem+json (``code``, ``detail``, ``field``). A reading method's ``validate=False``
+    returns records (``hal.client.records.read``): the wire model's attributes, no pydantic
+    (the Slurm commands, which read and print)."""
 
     def __init__(
         self,
@@ -454,11 +456,10 @@ class HalClient:
 
         return JobList.model_validate_json(r.body).jobs
 
-    def job(self, job_id: int | str) -> JobInfo:
-        from hal.wire.jobs import JobInfo
-
+    def job(self, job_id: int | str, *, validate: bool = True) -> JobInfo:
         r = self._request("GET", f"/v1/jobs/{segment(job_id)}")
-        return JobInfo.model_validate_json(r.body)
+        found: JobInfo = read(r.body, "jobs.JobInfo", validate=validate)
+        return found
 
     # -- job steps (ADR 0012) --------------------------------------------------------------
     def create_step(self, job_id: int, body: StepCreate) -> StepInfo:
@@ -541,12 +542,11 @@ class HalClient:
         r = self._request("GET", f"/v1/jobs/{job_id}/feedback", params=params)
         return JobFeedback.model_validate_json(r.body)
 
-    def job_steps(self, job_id: int) -> list[StepInfo]:
+    def job_steps(self, job_id: int, *, validate: bool = True) -> list[StepInfo]:
         """The job's running steps with their tasks' latest usage (``sstat``)."""
-        from hal.wire.steps import StepList
-
         r = self._request("GET", f"/v1/jobs/{job_id}/steps")
-        return StepList.model_validate_json(r.body).steps
+        found: list[StepInfo] = read(r.body, "steps.StepList", validate=validate).steps
+        return found
 
     def open_local_step(
         self,
@@ -790,10 +790,10 @@ class HalClient:
         return len(self._urls) == 1 and len(rnd.tried) == 1 and not rnd.pending
 
     # -- nodes, partitions, config --------------------------------------------------------
-    def nodes(self) -> list[NodeInfo]:
-        from hal.wire.nodes import NodeList
-
-        return NodeList.model_validate_json(self._request("GET", "/v1/nodes").body).nodes
+    def nodes(self, *, validate: bool = True) -> list[NodeInfo]:
+        r = self._request("GET", "/v1/nodes")
+        found: list[NodeInfo] = read(r.body, "nodes.NodeList", validate=validate).nodes
+        return found
 
     def node(self, name: str) -> NodeInfo:
         from hal.wire.nodes import NodeInfo
@@ -811,11 +811,17 @@ class HalClient:
         )
         return NodeInfo.model_validate_json(r.body)
 
-    def partitions(self) -> list[PartitionInfo]:
-        from hal.wire.nodes import PartitionList
-
+    def partitions(self, *, validate: bool = True) -> list[PartitionInfo]:
+        """``validate=False``: ``state`` from ``up`` where an older server leaves it out, as
+        ``PartitionInfo`` reads it."""
         r = self._request("GET", "/v1/partitions")
-        return PartitionList.model_validate_json(r.body).partitions
+        found: list[PartitionInfo] = read(
+            r.body, "nodes.PartitionList", validate=validate
+        ).partitions
+        for view in found if not validate else ():
+            if "state" not in vars(view):
+                view.state = "DOWN" if view.up is False else "UP"
+        return found
 
     def update_partition(self, name: str, change: PartitionChange) -> PartitionInfo:
         """``scontrol update PartitionName=`` (administrators): set ``change``'s fields."""
@@ -838,10 +844,10 @@ class HalClient:
         r = self._request("GET", "/v1/topology")
         return TopologyInfo.model_validate_json(r.body)
 
-    def cluster_config(self) -> ClusterConfig:
-        from hal.wire.nodes import ClusterConfig
-
-        return ClusterConfig.model_validate_json(self._request("GET", "/v1/config").body)
+    def cluster_config(self, *, validate: bool = True) -> ClusterConfig:
+        r = self._request("GET", "/v1/config")
+        found: ClusterConfig = read(r.body, "nodes.ClusterConfig", validate=validate)
+        return found
 
     def reconfigure(self) -> Reconfigured:
         """``scontrol reconfigure`` (administrators): the server re-reads its hal.toml."""
@@ -851,11 +857,11 @@ class HalClient:
         return Reconfigured.model_validate_json(r.body)
 
     # -- advance reservations ------------------------------------------------------------
-    def reservations(self) -> list[ReservationInfo]:
-        from hal.wire.reservations import ReservationList
-
+    def reservations(self, *, validate: bool = True) -> list[ReservationInfo]:
         r = self._request("GET", "/v1/reservations")
-        return ReservationList.model_validate_json(r.body).reservations
+        listed = read(r.body, "reservations.ReservationList", validate=validate)
+        found: list[ReservationInfo] = listed.reservations
+        return found
 
     def reservation(self, name: str) -> ReservationInfo:
         from hal.wire.reservations import ReservationInfo
@@ -1037,31 +1043,34 @@ class HalClient:
         users: list[str] | None = None,
         ids: list[str] | None = None,
         partitions: list[str] | None = None,
+        validate: bool = True,
     ) -> PriorityList:
         """Pending jobs' multifactor priority factors (``sprio``)."""
-        from hal.wire.priority import PriorityList
-
         params = {
             key: ",".join(values)
             for key, values in (("user", users), ("id", ids), ("partition", partitions))
             if values
         }
         r = self._request("GET", "/v1/priority", params=params)
-        return PriorityList.model_validate_json(r.body)
+        found: PriorityList = read(r.body, "priority.PriorityList", validate=validate)
+        return found
 
     def shares(
-        self, *, users: list[str] | None = None, accounts: list[str] | None = None
+        self,
+        *,
+        users: list[str] | None = None,
+        accounts: list[str] | None = None,
+        validate: bool = True,
     ) -> ShareList:
         """The fair-share tree (``sshare``)."""
-        from hal.wire.priority import ShareList
-
         params = {
             key: ",".join(values)
             for key, values in (("user", users), ("account", accounts))
             if values
         }
         r = self._request("GET", "/v1/shares", params=params)
-        return ShareList.model_validate_json(r.body)
+        found: ShareList = read(r.body, "priority.ShareList", validate=validate)
+        return found
 
     def associations(self) -> AssociationList:
         """hal.toml's accounts, user associations and QoS (``sacctmgr show``)."""

@@ -19,5 +19,9 @@ through ``_socket`` and ``_json`` (``hal.client.cjson``), the shapes read on eve
 are plain functions (``hal.slurm.syntax.is_digits`` and the like, each checked against
 the pattern it stands for), state names come from ``hal.core.state_names``, and what
 only a rarer option needs (``re`` included) is imported where that option is read.
-tests/unit/compat/test_start_imports.py checks what each loads.
+tests/unit/compat/test_start_imports.py checks what each loads. The commands that read
+and print without sending a model (``sacct``, ``scontrol show job``, ``sinfo``, ``seff``,
+``sstat``, ``sprio``, ``sshare``) read the server's answers as records too (the client's
+``validate=False``, ``hal.client.records.read``), so they start without pydantic; the
+standard library's modules they load are not held to sbatch's rule.
 """

@@ -9,7 +9,10 @@ from __future__ import annotations
 from hal.compat.formats import memory_mib
 from hal.core.node import gpu_type_name
 from hal.slurm.syntax import compress_indices
-from hal.wire.nodes import NodeInfo
+
+TYPE_CHECKING = False  # (the wire schemas, for annotations: commands read records)
+if TYPE_CHECKING:
+    from hal.wire.nodes import NodeInfo
 
 NO_GRES = "(null)"
 

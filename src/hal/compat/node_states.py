@@ -32,7 +32,9 @@ on Slurm 22.05.8, docs/slurm-checks.md): a drained idle node is ``idle``,
 
 from __future__ import annotations
 
-from hal.wire.nodes import NodeInfo
+TYPE_CHECKING = False  # (the wire schemas, for annotations: commands read records)
+if TYPE_CHECKING:
+    from hal.wire.nodes import NodeInfo
 
 NOT_RESPONDING = "NOT_RESPONDING"
 MAINTENANCE = "MAINTENANCE"

@@ -19,7 +19,10 @@ from hal.compat.formats import duration_long
 from hal.compat.job_fields import time_used, total_cpu_seconds
 from hal.compat.seam import Console
 from hal.core.errors import HalError, NotFound
-from hal.wire.jobs import JobInfo
+
+TYPE_CHECKING = False  # (the wire schemas, for annotations: commands read records)
+if TYPE_CHECKING:
+    from hal.wire.jobs import JobInfo
 
 USAGE = "Usage: seff [Options] <Jobid>\n       Options:\n       -h    Help menu"
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")  # 123 or an array element 123_4
@@ -33,8 +36,8 @@ def seff(argv: list[str], console: Console) -> int:
     if len(argv) > 1 or not _JOB_ID.match(ident):
         return console.error(f"{ident!r} is not a job id; write 123 or 123_4 (an array element)")
     try:
-        job = console.client.job(ident)
-        cluster = console.client.cluster_config().cluster_name
+        job = console.client.job(ident, validate=False)
+        cluster = console.client.cluster_config(validate=False).cluster_name
     except NotFound:
         return console.error(f"Job not found: {ident}")
     except HalError as err:

@@ -51,7 +51,12 @@ from hal.compat.sinfo_sort import DEFAULT_SORT, NODE_SORT, sort_rows
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError
 from hal.slurm.syntax import compress_hostlist, expand_hostlist
-from hal.wire.nodes import NodeInfo, PartitionInfo
+
+TYPE_CHECKING = False  # (the wire schemas, for annotations: commands read records)
+if TYPE_CHECKING:
+    from hal.wire.nodes import NodeInfo, PartitionInfo
+
+    NodeColumn = Callable[[PartitionInfo | None, NodeInfo | None], str]
 
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"
 SUMMARIZE_FORMAT = "%#P %.5a %.10l %.16F %N"
@@ -100,9 +105,6 @@ OPTIONS = (
     Opt("usage", ("usage",), arg=Arg.NONE),
     Opt("version", ("version",), "V", Arg.NONE),
 )
-
-Row = tuple[PartitionInfo | None, NodeInfo | None]
-NodeColumn = Callable[[PartitionInfo | None, NodeInfo | None], str]
 
 
 def _partition_name(p: PartitionInfo | None, n: NodeInfo | None) -> str:
@@ -299,8 +301,8 @@ def sinfo(argv: list[str], console: Console) -> int:
     for line in unknown:  # Slurm 22.05.8 says so and goes on, exit code 0
         console.err(line)
     try:
-        partitions = console.client.partitions()
-        nodes = console.client.nodes()
+        partitions = console.client.partitions(validate=False)
+        nodes = console.client.nodes(validate=False)
         wanted_nodes = (
             set(expand_hostlist(opts["nodes"] or "", field="nodes")) if "nodes" in opts else None
         )
@@ -349,7 +351,7 @@ def _date_line(console: Console) -> str:
 def _reservations(console: Console, *, header: bool, dated: bool) -> int:
     """``-T``: the reservations, whatever the other options ask (as Slurm's)."""
     try:
-        found = console.client.reservations()
+        found = console.client.reservations(validate=False)
     except HalError as err:
         return console.error(err.message)
     if dated and header:
@@ -435,10 +437,9 @@ def _groups(
     by_name = sorted(nodes, key=lambda n: n.name)
     groups: list[tuple[PartitionInfo | None, list[NodeInfo]]] = []
     if node_mode:  # Slurm's "N": by node, then by partition name
+        held = [(p, set(p.nodes)) for p in sorted(partitions, key=lambda p: p.name)]
         for node in by_name:
-            for partition in sorted(partitions, key=lambda p: p.name):
-                if node in _members(partition, by_name):
-                    groups.append((partition, [node]))
+            groups += [(partition, [node]) for partition, names in held if node.name in names]
         return groups
     spans = not PARTITION_LETTERS & set(shown)
     every_partition = bool({"P", "R"} & set(shown))

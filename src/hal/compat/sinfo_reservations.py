@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from hal.compat.formats import duration_long, timestamp
 from hal.slurm.syntax import compress_hostlist
-from hal.wire.reservations import ReservationInfo
+
+TYPE_CHECKING = False  # (the wire schemas, for annotations: commands read records)
+if TYPE_CHECKING:
+    from hal.wire.reservations import ReservationInfo
 
 TITLE = ("RESV_NAME", "STATE", "START_TIME", "END_TIME", "DURATION", "NODELIST")
 NONE = "No reservations in the system"

@@ -16,9 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 from hal.compat.node_states import slurm_state_number
-from hal.wire.nodes import NodeInfo, PartitionInfo
 
-Group = tuple[PartitionInfo | None, list[NodeInfo]]
+TYPE_CHECKING = False  # (the wire schemas, for annotations: commands read records)
+if TYPE_CHECKING:
+    from hal.wire.nodes import NodeInfo, PartitionInfo
+
+    Group = tuple[PartitionInfo | None, list[NodeInfo]]
 
 DEFAULT_SORT = "#P,-t"
 NODE_SORT = "N"

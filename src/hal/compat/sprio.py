@@ -22,11 +22,11 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
+from hal.client.records import Record, replaced
 from hal.compat.formats import Field, parse_format, render_rows
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError
-from hal.wire.priority import FactorValues
 
 if TYPE_CHECKING:
     from hal.wire.priority import JobPriorityInfo, PriorityList, PriorityWeightsInfo
@@ -86,6 +86,7 @@ class PriorityClient(Protocol):
         users: list[str] | None = None,
         ids: list[str] | None = None,
         partitions: list[str] | None = None,
+        validate: bool = True,
     ) -> PriorityList: ...
 
     def whoami(self) -> object: ...
@@ -163,8 +164,8 @@ def _as_listed(job: JobPriorityInfo) -> JobPriorityInfo:
     the factors the job would have had."""
     if not job.fixed:
         return job
-    zero = FactorValues()
-    return job.model_copy(update={"weighted": zero, "normalized": zero, "nice": 0})
+    zero = Record(**dict.fromkeys(vars(job.weighted), 0.0))  # every factor the server sent
+    return replaced(job, {"weighted": zero, "normalized": zero, "nice": 0})
 
 
 def _weights_row(w: PriorityWeightsInfo) -> dict[str, str]:
@@ -222,7 +223,7 @@ def sprio(argv: list[str], console: Console) -> int:
     client = cast(PriorityClient, console.client)
     try:
         found = client.priorities(
-            users=split("users"), ids=split("jobs"), partitions=split("partition")
+            users=split("users"), ids=split("jobs"), partitions=split("partition"), validate=False
         )
     except HalError as err:
         return console.error(err.message)

@@ -26,6 +26,7 @@ from hal.compat.formats import parsable_mode, parse_print_fields, print_fields
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError
+from hal.wire.bounds import LEVEL_FS_INFINITE
 
 if TYPE_CHECKING:
     from hal.wire.priority import ShareInfo, ShareList
@@ -92,15 +93,17 @@ def parse_fields(text: str) -> list[Column]:
 
 class ShareClient(Protocol):
     def shares(
-        self, *, users: list[str] | None = None, accounts: list[str] | None = None
+        self,
+        *,
+        users: list[str] | None = None,
+        accounts: list[str] | None = None,
+        validate: bool = True,
     ) -> ShareList: ...
 
 
 def _level_fs(value: float | None) -> str:
     if value is None:
         return ""
-    from hal.wire.priority import LEVEL_FS_INFINITE  # loaded already: the rows are its
-
     return "inf" if value >= LEVEL_FS_INFINITE else f"{value:.6f}"
 
 
@@ -194,7 +197,7 @@ def sshare(argv: list[str], console: Console) -> int:
     try:
         if users is None and "all" not in opts:
             users = [console.current_user()]
-        found = client.shares(users=users, accounts=accounts)
+        found = client.shares(users=users, accounts=accounts, validate=False)
     except HalError as err:
         return console.error(err.message)
     rows = found.rows

@@ -19,14 +19,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
+from hal.client.records import Record
 from hal.compat.formats import cpu_time, memory_kib, tres_usage
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.sacct import parse_columns, table_lines
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
-from hal.wire.jobs import JobInfo
-from hal.wire.steps import StepInfo, TaskUsage
+
+TYPE_CHECKING = False  # (the wire schemas, for annotations: commands read records)
+if TYPE_CHECKING:
+    from hal.wire.jobs import JobInfo
+    from hal.wire.steps import StepInfo, TaskUsage
 
 DEFAULT_FIELDS = (
     "JobID,MaxRSS,MaxRSSNode,MaxRSSTask,AveRSS,MinCPU,MinCPUNode,MinCPUTask,AveCPU,NTasks"
@@ -146,7 +151,8 @@ def sstat(argv: list[str], console: Console) -> int:
         asked = [_parse(item) for item in ids]
         if not asked:
             raise InvalidRequest("--jobs is required: sstat -j 123 (a running job)", field="jobs")
-        jobs = console.client.jobs(ids=list(dict.fromkeys(base for base, _ in asked)))
+        ids_asked = list(dict.fromkeys(base for base, _ in asked))
+        jobs = console.client.jobs(ids=ids_asked, validate=False)
     except NotFound:
         jobs = []
     except HalError as err:
@@ -175,7 +181,7 @@ def _lines(job: JobInfo, wanted: set[str], every: bool, console: Console) -> lis
     """The lines ``wanted`` of ``job`` ("": the job as a whole; "batch"; a step id)."""
     # (a step srun runs on the batch node itself is not sampled apart: its tasks are
     # the batch script's children, counted in the batch step's figures)
-    found = console.client.job_steps(job.id) if job.id else []
+    found = console.client.job_steps(job.id, validate=False) if job.id else []
     steps = {str(s.step_id): s for s in found if not s.local}
     batch = _batch(job)
     picked: dict[str, Line] = {}
@@ -199,16 +205,19 @@ def _lines(job: JobInfo, wanted: set[str], every: bool, console: Console) -> lis
 
 def _batch(job: JobInfo) -> Line:
     node = job.nodes[0] if job.nodes else ""
-    tasks = []
+    tasks: list[TaskUsage] = []
     if job.usage_time is not None:  # one task: its maximum, minimum and average its own
         tasks = [
-            TaskUsage(
-                rank=0,
-                node=node,
-                rss_bytes=job.max_rss_bytes,
-                max_rss_bytes=job.max_rss_bytes,
-                cpu_seconds=job.cpu_seconds,
-                gpu=job.gpu_usage,
+            cast(  # (a record of a TaskUsage's attributes, as the steps' records are)
+                "TaskUsage",
+                Record(
+                    rank=0,
+                    node=node,
+                    rss_bytes=job.max_rss_bytes,
+                    max_rss_bytes=job.max_rss_bytes,
+                    cpu_seconds=job.cpu_seconds,
+                    gpu=job.gpu_usage,
+                ),
             )
         ]
     return Line(f"{job.display_id}.batch", 1, tasks)

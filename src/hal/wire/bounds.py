@@ -12,3 +12,7 @@ INT32_MAX = 2**31 - 1
 # Times (Unix seconds) and durations end by 5000-01-01T00:00:00Z, so a start plus a
 # duration is still a date Python's datetime can show (up to the year 9999).
 LATEST_SECONDS = 95_617_584_000
+# Fair tree's Level Fairshare of an association that used nothing is infinite; like
+# Slurm (which stores NO_VAL), the wire carries this finite stand-in, JSON has no inf
+# (``sshare`` prints it as ``inf``).
+LEVEL_FS_INFINITE = 4_294_967_294.0

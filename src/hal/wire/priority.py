@@ -8,12 +8,10 @@ import math
 from pydantic import Field, field_validator
 
 from hal.wire.base import WireModel
+from hal.wire.bounds import LEVEL_FS_INFINITE
 
 MULTIFACTOR = "priority/multifactor"
 BASIC = "priority/basic"
-# Fair tree's Level Fairshare of an association that used nothing is infinite; like
-# Slurm (which stores NO_VAL), the wire carries this finite stand-in, JSON has no inf.
-LEVEL_FS_INFINITE = 4_294_967_294.0
 
 
 class FactorValues(WireModel):

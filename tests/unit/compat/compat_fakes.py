@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from hal.api.job_list import JOB_DEFAULTS
-from hal.client.records import job_defaults, records
+from hal.client.records import MAPS, job_defaults, records
 from hal.compat.commands import run
 from hal.compat.sbatch import job_of
 from hal.core.errors import NotFound
@@ -31,6 +31,19 @@ from hal.wire.steps import StepInfo
 GiB = 1 << 30
 MiB = 1 << 20
 T0 = datetime(2026, 11, 21, 21, 30, 20).timestamp()  # tests run with TZ=UTC
+
+
+def answered(value: Any, *, validate: bool, schema: str = "") -> Any:
+    """``value`` (a wire model, or a list of them) as ``HalClient`` returns the server's
+    JSON of it: the model itself, or with ``validate=False`` records of that JSON, as
+    ``read`` makes them of ``schema``'s."""
+    if validate:
+        return value
+    if isinstance(value, list):
+        body = "[" + ",".join(item.model_dump_json() for item in value) + "]"
+    else:
+        body = value.model_dump_json()
+    return records(body, maps=MAPS.get(schema, ()))
 
 
 def job(id: int = 3, **changes: Any) -> JobInfo:
@@ -194,8 +207,10 @@ class FakeClient:
     # each end's tasks: (rank, most resident bytes, CPU seconds, its user and system parts)
     local_tasks: list[list[tuple[int, int, float, float, float]]] = field(default_factory=list)
 
-    def job_steps(self, job_id: int) -> list[StepInfo]:
-        return list(self.step_list.get(job_id, []))
+    def job_steps(self, job_id: int, *, validate: bool = True) -> list[StepInfo]:
+        return answered(
+            list(self.step_list.get(job_id, [])), validate=validate, schema="steps.StepList"
+        )  # type: ignore[no-any-return]
 
     def running_steps(self) -> list[StepInfo]:
         return [s for job in sorted(self.step_list) for s in self.step_list[job]]
@@ -289,10 +304,10 @@ class FakeClient:
             return records(body).jobs  # type: ignore[no-any-return]
         return out
 
-    def job(self, job_id: int | str) -> JobInfo:
+    def job(self, job_id: int | str, *, validate: bool = True) -> JobInfo:
         for info in self.job_list:
             if _matches(info, str(job_id)):
-                return info
+                return answered(info, validate=validate)  # type: ignore[no-any-return]
         raise NotFound(f"job {job_id} not found")
 
     def set_command_exit(self, job_id: int | str, exit_code: int, signal: int = 0) -> list[int]:
@@ -356,8 +371,8 @@ class FakeClient:
         self.updates.append((str(job_id), update))
         return self.job(job_id)
 
-    def nodes(self) -> list[NodeInfo]:
-        return list(self.node_list)
+    def nodes(self, *, validate: bool = True) -> list[NodeInfo]:
+        return answered(list(self.node_list), validate=validate, schema="nodes.NodeList")  # type: ignore[no-any-return]
 
     def node(self, name: str) -> NodeInfo:
         for info in self.node_list:
@@ -373,11 +388,12 @@ class FakeClient:
         self.partition_updates.append((name, change.model_dump(exclude_none=True)))
         return next(p for p in self.partition_list if p.name == name)
 
-    def partitions(self) -> list[PartitionInfo]:
+    def partitions(self, *, validate: bool = True) -> list[PartitionInfo]:
         """As the server lists them: a partition of every node (configured ``nodes = []``)
         lists each node; ``partition(nodes=[...])`` names its members."""
         every = {"nodes": [n.name for n in self.node_list]}
-        return [p if p.nodes else p.model_copy(update=every) for p in self.partition_list]
+        listed = [p if p.nodes else p.model_copy(update=every) for p in self.partition_list]
+        return answered(listed, validate=validate)  # type: ignore[no-any-return]
 
     def topology(self) -> TopologyInfo:
         return self.topology_info
@@ -385,14 +401,15 @@ class FakeClient:
     def feedback_latest(self, job_ids: Sequence[int]) -> dict[int, JobFeedback]:
         return {i: self.feedback[i] for i in job_ids if i in self.feedback}
 
-    def cluster_config(self) -> ClusterConfig:
-        return ClusterConfig(
+    def cluster_config(self, *, validate: bool = True) -> ClusterConfig:
+        config = ClusterConfig(
             cluster_name="hal",
             min_job_age_seconds=self.min_job_age,
             kill_wait_seconds=30,
             version="0.1.0",
             scheduler_interval_seconds=1.0,
         )
+        return answered(config, validate=validate, schema="nodes.ClusterConfig")  # type: ignore[no-any-return]
 
     def whoami(self, *, validate: bool = True) -> UserInfo:
         user = UserInfo(name=self.user, admin=self.admin)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_fakes import T0, FakeClient, call, job, node, partition, running
+from compat_fakes import T0, FakeClient, answered, call, job, node, partition, running
 
 from hal.compat.commands import run
 from hal.wire.nodes import ClusterConfig
@@ -249,8 +249,9 @@ def test_sprio_empty_format_is_refused() -> None:
 
 
 class SmallArrays(FakeClient):
-    def cluster_config(self) -> ClusterConfig:
-        return super().cluster_config().model_copy(update={"settings": {"MaxArraySize": "10"}})
+    def cluster_config(self, *, validate: bool = True) -> ClusterConfig:
+        config = super().cluster_config().model_copy(update={"settings": {"MaxArraySize": "10"}})
+        return answered(config, validate=validate, schema="nodes.ClusterConfig")  # type: ignore[no-any-return]
 
 
 def arrays(client: type[FakeClient] = FakeClient) -> FakeClient:

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat_fakes import FakeClient, call
+from compat_fakes import FakeClient, answered, call
 
 from hal.core.priority import Account, FairshareAlgorithm, UserAccount
 from hal.scheduler.plugins.multifactor import ShareTree
@@ -52,9 +52,10 @@ class ShareClient(FakeClient):
     algorithm: FairshareAlgorithm = "fair_tree"
     calls: list[dict[str, Any]] = field(default_factory=list)
 
-    def shares(self, **query: Any) -> ShareList:
+    def shares(self, *, validate: bool = True, **query: Any) -> ShareList:
         self.calls.append(query)
-        return ShareList(decay_half_life_seconds=604800, rows=_rows(self.algorithm))
+        found = ShareList(decay_half_life_seconds=604800, rows=_rows(self.algorithm))
+        return answered(found, validate=validate, schema="priority.ShareList")  # type: ignore[no-any-return]
 
 
 def test_fair_tree_long_parsable_has_level_fs_and_rank_factors() -> None:

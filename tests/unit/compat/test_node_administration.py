@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from compat_fakes import FakeClient, call, node, partition
+from compat_fakes import FakeClient, answered, call, node, partition
 
 from hal.core.errors import Unavailable
 from hal.wire.nodes import NodeInfo, UserInfo
@@ -192,8 +192,8 @@ def test_ping() -> None:
 class WithReservations(FakeClient):
     reservation_list: list[ReservationInfo] = field(default_factory=list)
 
-    def reservations(self) -> list[ReservationInfo]:
-        return self.reservation_list
+    def reservations(self, *, validate: bool = True) -> list[ReservationInfo]:
+        return answered(self.reservation_list, validate=validate)  # type: ignore[no-any-return]
 
 
 def _reservation(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compat_fakes import T0, FakeClient, call
+from compat_fakes import T0, FakeClient, answered, call
 
 from hal.core.errors import PermissionDenied
 from hal.wire.reservations import (
@@ -24,8 +24,8 @@ class ResvClient(FakeClient):
     existing: list[ReservationInfo] = field(default_factory=list)
     refuse: bool = False
 
-    def reservations(self) -> list[ReservationInfo]:
-        return self.existing
+    def reservations(self, *, validate: bool = True) -> list[ReservationInfo]:
+        return answered(self.existing, validate=validate)  # type: ignore[no-any-return]
 
     def create_reservation(self, body: ReservationCreate) -> ReservationInfo:
         if self.refuse:

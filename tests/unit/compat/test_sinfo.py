@@ -84,6 +84,26 @@ def test_node_view() -> None:
     ]
 
 
+def test_node_view_lists_a_node_once_per_partition_holding_it() -> None:
+    """By node, then by partition name, whatever the partitions' order; a partition's
+    name of no registered node (``none``) lists nothing."""
+    two = cluster()
+    two.partition_list.insert(0, partition("all", nodes=["vm", "g1", "n1", "n2", "n3"]))
+    lines = call(two, "sinfo", "-N", "-h", "-o", "%N %P").lines
+    assert lines == [
+        "g1 all",
+        "g1 gpu",
+        "n1 all",
+        "n1 debug*",
+        "n2 all",
+        "n2 debug*",
+        "n3 all",
+        "n3 debug*",
+        "vm all",
+        "vm debug*",
+    ]
+
+
 def test_format_letters() -> None:
     lines = call(
         cluster(), "sinfo", "-h", "-p", "gpu", "-o", "%P|%a|%l|%D|%t|%T|%N|%c|%m|%G|%f|%E|%C"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from compat_fakes import FakeClient, call
+from compat_fakes import FakeClient, answered, call
 
 from hal.wire.priority import (
     FactorValues,
@@ -66,12 +66,13 @@ class PrioClient(FakeClient):
     prio_calls: list[dict[str, Any]] = field(default_factory=list)
     share_calls: list[dict[str, Any]] = field(default_factory=list)
 
-    def priorities(self, **query: Any) -> PriorityList:
+    def priorities(self, *, validate: bool = True, **query: Any) -> PriorityList:
         self.prio_calls.append(query)
         jobs = [_prio(7, 5015, 0.5), _prio(8, 2515, 0.25)]
-        return PriorityList(plugin="priority/multifactor", weights=WEIGHTS, jobs=jobs)
+        found = PriorityList(plugin="priority/multifactor", weights=WEIGHTS, jobs=jobs)
+        return answered(found, validate=validate)  # type: ignore[no-any-return]
 
-    def shares(self, **query: Any) -> ShareList:
+    def shares(self, *, validate: bool = True, **query: Any) -> ShareList:
         self.share_calls.append(query)
         rows = [
             ShareInfo(
@@ -89,7 +90,8 @@ class PrioClient(FakeClient):
             _share("physics", "", 1, 0.5, 1200.4),
             _share("physics", "alice", 2, 0.574349, 800.0),
         ]
-        return ShareList(decay_half_life_seconds=604800, rows=rows)
+        found = ShareList(decay_half_life_seconds=604800, rows=rows)
+        return answered(found, validate=validate, schema="priority.ShareList")  # type: ignore[no-any-return]
 
 
 def test_sprio_prints_slurms_default_columns_with_weighted_integers() -> None:
@@ -109,12 +111,12 @@ def test_sprio_prints_slurms_default_columns_with_weighted_integers() -> None:
 
 @dataclass
 class ZeroWeights(PrioClient):
-    def priorities(self, **query: Any) -> PriorityList:
+    def priorities(self, *, validate: bool = True, **query: Any) -> PriorityList:
         found = super().priorities(**query)
         zero = WEIGHTS.model_copy(
             update={"age": 0, "fairshare": 0, "job_size": 0, "partition": 0, "qos": 0}
         )
-        return found.model_copy(update={"weights": zero})
+        return answered(found.model_copy(update={"weights": zero}), validate=validate)  # type: ignore[no-any-return]
 
 
 def test_sprio_with_every_weight_0_has_no_factor_columns() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat_fakes import FakeClient, call
+from compat_fakes import FakeClient, answered, call
 
 from hal.wire.priority import ShareInfo, ShareList
 
@@ -35,7 +35,7 @@ def _row(account: str, user: str, depth: int, usage: float, **more: Any) -> Shar
 class ShareClient(FakeClient):
     share_calls: list[dict[str, Any]] = field(default_factory=list)
 
-    def shares(self, **query: Any) -> ShareList:
+    def shares(self, *, validate: bool = True, **query: Any) -> ShareList:
         self.share_calls.append(query)
         running = {"cpu": 120, "mem": 245760, "node": 1, "billing": 120, "gres/gpu": 0}
         rows = [
@@ -44,7 +44,8 @@ class ShareClient(FakeClient):
             _row("physics", "alice", 2, 800.0, tres_run_minutes=running),
             _row("physics", "bob", 2, 400.4),
         ]
-        return ShareList(decay_half_life_seconds=604800, rows=rows)
+        found = ShareList(decay_half_life_seconds=604800, rows=rows)
+        return answered(found, validate=validate, schema="priority.ShareList")  # type: ignore[no-any-return]
 
 
 def test_users_only_drops_the_account_lines() -> None:

@@ -19,10 +19,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from compat_fakes import job, running
+from compat_fakes import FakeClient, job, node, partition, running
 
 from hal.compat.shims import ENTRY
 from hal.wire.jobs import JobList
+from hal.wire.nodes import NodeList, PartitionList
+from hal.wire.priority import (
+    FactorValues,
+    JobPriorityInfo,
+    PriorityList,
+    PriorityWeightsInfo,
+    ShareInfo,
+    ShareList,
+)
+from hal.wire.reservations import ReservationList
+from hal.wire.steps import StepList, TaskUsage
 
 SERVER_SIDE = (
     "fastapi",
@@ -82,6 +93,60 @@ JOBS = JobList(
         job(8, name="post", user="alice", reason="Dependency"),
     ]
 ).model_dump_json()
+FACTORS = FactorValues(age=12.4, fairshare=5000.0)
+SHARE = ShareInfo(
+    account="physics",
+    user="alice",
+    parent="physics",
+    depth=2,
+    raw_shares=1,
+    norm_shares=0.5,
+    raw_usage=800.0,
+    norm_usage=0.25,
+    effective_usage=0.25,
+    fairshare=0.574349,
+    level_fs=float("inf"),
+)
+# the other answers, by path: what sinfo, seff, sstat, sprio and sshare ask
+ANSWERS = {
+    "/v1/nodes": NodeList(nodes=[node("n1"), node("n2", display_state="alloc")]),
+    "/v1/partitions": PartitionList(partitions=[partition(default=True, nodes=["n1", "n2"])]),
+    "/v1/reservations": ReservationList(reservations=[]),
+    "/v1/config": FakeClient().cluster_config(),
+    "/v1/jobs/7": running(7, name="sim", user="alice", cpu_seconds=30.0, usage_time=1.0),
+    "/v1/jobs/7/steps": StepList.model_validate(
+        {
+            "steps": [
+                {
+                    **dict(job_id=7, step_id=0, name="a", nodes=["vm"], tasks=[1]),
+                    **dict(state="RUNNING", exit_code=0),
+                    "usage": [
+                        TaskUsage(
+                            rank=0,
+                            node="vm",
+                            rss_bytes=1 << 20,
+                            max_rss_bytes=1 << 21,
+                            cpu_seconds=2.0,
+                        )
+                    ],
+                }
+            ]
+        }
+    ),
+    "/v1/priority": PriorityList(
+        plugin="priority/multifactor",
+        weights=PriorityWeightsInfo(age=1000, fairshare=10000),
+        jobs=[
+            JobPriorityInfo(
+                **dict(job_id=8, display_id="8", user="alice", account="physics"),
+                **dict(partition="debug", qos="normal", priority=5012, fixed=False, nice=0),
+                weighted=FACTORS,
+                normalized=FACTORS,
+            )
+        ],
+    ),
+    "/v1/shares": ShareList(decay_half_life_seconds=604800, rows=[SHARE]),
+}
 
 
 class FakeHal:
@@ -114,8 +179,11 @@ class FakeHal:
                     self._answer(201, json.dumps({"job_id": 7, "task_ids": []}))
 
             def do_GET(self) -> None:
-                if self.path.startswith("/v1/users/me"):
+                path = self.path.split("?")[0]
+                if path == "/v1/users/me":
                     self._answer(200, json.dumps({"name": "alice", "admin": False}))
+                elif path in ANSWERS:
+                    self._answer(200, ANSWERS[path].model_dump_json())
                 else:
                     self._answer(200, JOBS)
 
@@ -259,6 +327,30 @@ def test_sacct_and_scontrol_show_job_read_records(
     """The commands the live tests and the workflow tools run most after these two read
     the jobs as records too: without pydantic and the wire schemas (a third of their
     start-up); the standard library's modules they load are not held to sbatch's rule."""
+    done, modules = run(hal, tmp_path, *argv)
+    assert done.returncode == 0, done.stderr
+    assert out in done.stdout
+    assert f"hal.compat.{argv[0]}" in modules
+    assert_lean(modules, stdlib=False)
+
+
+@pytest.mark.parametrize(
+    ("argv", "out"),
+    [
+        (["sinfo"], "debug*       up   infinite      1  alloc n2\n"),
+        (["sinfo", "-N", "-h"], "n2            1    debug* alloc \n"),
+        (["sinfo", "-T"], "No reservations in the system\n"),
+        (["seff", "7"], "CPU Utilized: 00:00:30\n"),
+        (["sstat", "-a", "-P", "-n", "-o", "JobID,MaxRSS", "-j", "7"], "7.batch|\n7.0|2M\n"),
+        (["sprio", "-l", "-h"], "alice"),
+        (["sshare", "-a", "-l", "-P", "-n"], "0.574349|inf|"),
+    ],
+)
+def test_node_and_priority_commands_read_records(
+    hal: FakeHal, tmp_path: Path, argv: list[str], out: str
+) -> None:
+    """sinfo (10,000 nodes at a large site), seff, sstat, sprio and sshare read their
+    answers as records too: without pydantic and the wire schemas."""
     done, modules = run(hal, tmp_path, *argv)
     assert done.returncode == 0, done.stderr
     assert out in done.stdout
