@@ -186,3 +186,44 @@ def test_a_changed_job_is_asked_again(admin: bool) -> None:
         held = dataclasses.replace(waiting, spec=waiting.spec.with_changes(hold=True))
     second = dataclasses.replace(snap, pending=(busy, held))
     assert sched.run_pass(second).statuses[2].plugin == "hold"
+
+
+def test_bounded_passes_between_keep_what_the_full_ones_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass that looks at the first ``depth`` jobs adds to what is kept and lets
+    nothing go: the next full pass asks no waiver again of the jobs it did not look at
+    (the server's full passes come after dozens of bounded ones), and decides what
+    asking every plugin decides."""
+    passes = changing_passes()
+
+    def run() -> list[list[dict[str, Any]]]:
+        out = []
+        for sched in (build_scheduler(), with_limits()):
+            full = []
+            for snap in passes:
+                sched.run_pass(snap, depth=1)
+                full.append(decisions(sched.run_pass(snap)))
+            out.append(full)
+        return out
+
+    waived = run()
+    asked: list[int] = []
+    own_calls = Framework._own_calls
+
+    def counted(self: Framework, job: Job, inputs: Any) -> tuple[Any, ...]:
+        asked.append(job.id)
+        return own_calls(self, job, inputs)
+
+    monkeypatch.setattr(Framework, "_own_calls", counted)
+    sched = build_scheduler()
+    snap = passes[0]
+    sched.run_pass(snap)
+    assert len(asked) > 1  # jobs waited behind the blocked queue
+    sched.run_pass(snap, depth=1)
+    sched.run_pass(snap, depth=1)  # (they may ask jobs the full pass did not)
+    before = len(asked)
+    sched.run_pass(snap)
+    assert len(asked) == before  # nothing asked again: the same job objects
+    monkeypatch.setattr(Framework, "_own_calls", every_plugin_asked)
+    assert run() == waived

@@ -157,7 +157,8 @@ class Framework:
         self._waivers = tuple(
             p.lets_through if isinstance(p, PreFilterWaiver) else None for p in profile.pre_filter
         )
-        # job id → ``_Own`` of this pass and of the one before (``new_pass``): a job
+        # job id → ``_Own`` of this pass and of those before it since the last pass
+        # over every job (``new_pass``): a job
         # waiting behind a blocked queue pass after pass is judged by the plugins that
         # may reject it, without asking the others again (its reason and estimate may
         # change meanwhile: they are no input)
@@ -309,10 +310,16 @@ class Framework:
             done.append((job, state, reserved, allocation))
         return outcomes, None
 
-    def new_pass(self) -> None:
+    def new_pass(self, *, every_job: bool = True) -> None:
         """A pass begins: what ``pre_filter`` kept of jobs the last pass did not ask
-        about is let go."""
-        self._own_before, self._own = self._own, {}
+        about is let go. ``every_job=False``: a pass that looks at part of the queue
+        (a bounded one: ``default_queue_depth``), which lets nothing go and adds what it
+        asks to what is kept, so the next full pass finds every job's plugins, not
+        those of the hundred jobs the passes between looked at."""
+        if every_job:
+            self._own_before, self._own = self._own, {}
+        else:
+            self._own_before = self._own  # (read and added to as one)
 
     def pre_filter(self, ctx: PassContext, job: Job) -> Outcome | None:
         """PreFilter alone, for a job the pass will not place anyway (its partition is
