@@ -24,7 +24,9 @@ every pass full, as before the queue depth came)::
 
     python bench/pass_stages.py [--nodes N] [--jobs P] [--set k=v ...] [--base k=v ...]
 
-Prints one JSON object: per scene and per settings, each cycle's stages and the longest.
+Prints one JSON object: per scene and per settings, each cycle's stages, its pass
+(``main`` and ``backfill``: ``/v1/diag``'s ``max_pass_s`` counts these) and its cycle (the
+pass and the forecast slice: ``max_cycle_s``), and the longest of each.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import gc
 import json
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from hal.config.model import HalConfig, config_from_dict
@@ -54,6 +56,7 @@ from hal.testing.builders import make_node
 from hal.testing.mirror import store
 
 T = TypeVar("T")
+_LOOP = asyncio.new_event_loop()
 CPUS = 16
 NOW = 1_000_000.0
 # when each cycle runs, seconds after the first: a full pass (backfill due), passes
@@ -84,7 +87,7 @@ def _widths(count: int, seed: int) -> list[int]:
 def _cluster(nodes: int, jobs: int, full: bool, settings: Mapping[str, object]) -> Cluster:
     clock = VirtualClock(NOW)
     cluster = Cluster(MemoryStateStore(), _config(nodes, settings), clock)
-    asyncio.run(cluster.load())
+    _run(cluster.load())
     for n in range(1, nodes + 1):
         name = f"emu{n}"
         cluster.nodes[name] = make_node(name).cpus(CPUS).mem_gib(64).build()
@@ -155,18 +158,27 @@ def _cycles(cluster: Cluster) -> list[dict[str, Any]]:
         if updates:
             _, _, cpu = _timed(_apply, cluster, Plan(plan.revision, updates=updates))
             row["apply_s"] = round(row["apply_s"] + cpu, 3)
-        # what /v1/diag's longest cycle counts: the pass and the forecast
-        row["cycle_s"] = round(row["main_s"] + row["backfill_s"] + row["forecast_s"], 3)
+        # /v1/diag's pass (max_pass_s) and cycle, the pass and the forecast slice
+        row["pass_s"] = round(row["main_s"] + row["backfill_s"], 3)
+        row["cycle_s"] = round(row["pass_s"] + row["forecast_s"], 3)
         out.append(row)
     return out
 
 
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """``coro`` run on the bench's one event loop. Not ``asyncio.run``: on Python 3.11 it
+    puts its SIGINT handler back at the end, and ``signal.getsignal`` formats the
+    handler's repr, which holds the task and so the repr of its result: a snapshot of
+    100,000 jobs written out whole, seconds of CPU counted as the snapshot's."""
+    return _LOOP.run_until_complete(coro)
+
+
 def _snapshot(cluster: Cluster) -> ClusterSnapshot:
-    return asyncio.run(cluster.fill_related(cluster.snapshot()))
+    return _run(cluster.fill_related(cluster.snapshot()))
 
 
 def _apply(cluster: Cluster, plan: Plan) -> list[int]:
-    return asyncio.run(cluster.apply_plan(plan))
+    return _run(cluster.apply_plan(plan))
 
 
 def _user_predictor() -> Any:
@@ -207,6 +219,7 @@ def main() -> None:
                 "build_s": round(wall, 1),
                 "running": running,
                 "cycles": cycles,
+                "longest_pass_s": max(c["pass_s"] for c in cycles),
                 "longest_cycle_s": max(c["cycle_s"] for c in cycles),
             }
             print(json.dumps({scene + "/" + name: report[f"{scene}/{name}"]}), flush=True)
