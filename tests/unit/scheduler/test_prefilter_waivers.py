@@ -227,3 +227,29 @@ def test_bounded_passes_between_keep_what_the_full_ones_kept(
     assert len(asked) == before  # nothing asked again: the same job objects
     monkeypatch.setattr(Framework, "_own_calls", every_plugin_asked)
     assert run() == waived
+
+
+class _BrokenWaiver:
+    """A PreFilter plugin whose ``lets_through`` raises."""
+
+    name = "broken"
+
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Any:
+        raise AssertionError("not asked: its waiver raised first")
+
+    def lets_through(self, job: Job) -> bool:
+        raise ValueError("no answer")
+
+
+def test_a_waiver_that_raises_fails_that_job_naming_its_plugin() -> None:
+    """As a PreFilter plugin that raises: the job gets an error verdict naming the
+    plugin, and the pass goes on."""
+    profile = build_scheduler().profile
+    broken = dataclasses.replace(profile, pre_filter=(*profile.pre_filter, _BrokenWaiver()))
+    framework = Framework(broken)
+    job = make_job(2).build()
+    ctx = PassContext.from_snapshot(cluster(NOW).uniform_nodes(1, cpus=1).pending(job).build())
+    framework.new_pass()
+    out = framework.pre_filter(ctx, job)
+    assert out is not None and out.status.code is Code.ERROR
+    assert (out.status.plugin, out.status.message) == ("broken", "ValueError: no answer")
