@@ -24,6 +24,10 @@ every pass full, as before the queue depth came)::
 
     python bench/pass_stages.py [--nodes N] [--jobs P] [--set k=v ...] [--base k=v ...]
 
+``--stages`` also times the pass's own stages (``stages`` in each cycle: the node table,
+the sort, the main loop, the backfill stage, the reasons), each wrapped, so that a
+profile's question "which of them" has an answer in CPU seconds.
+
 Prints one JSON object: per scene and per settings, each cycle's stages, its pass
 (``main`` and ``backfill``: ``/v1/diag``'s ``max_pass_s`` counts these) and its cycle (the
 pass and the forecast slice: ``max_cycle_s``), and the longest of each.
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import inspect
 import json
 import random
 import time
@@ -121,6 +126,39 @@ def _timed(fn: Callable[..., T], *args: Any) -> tuple[T, float, float]:
     return out, time.perf_counter() - t, time.process_time() - c
 
 
+# ``--stages``: CPU seconds of the pass's own stages in the cycle being run, by label
+_STAGES: dict[str, float] = {}
+
+
+def _time_stages() -> None:
+    """``--stages``: the pass's stages wrapped so that each adds its CPU seconds to
+    ``_STAGES``: the node table with the running jobs taken out (``table``), the queue's
+    sort, the main loop, the backfill stage and the reasons worked out (``changes``)."""
+    from hal.scheduler.framework import context, main_loop, runtime, scheduler
+
+    stages: tuple[tuple[Any, str, str], ...] = (
+        (context.PassContext, "from_snapshot", "table"),
+        (runtime.Framework, "sort", "sort"),
+        (main_loop.MainLoop, "run", "loop"),
+        (scheduler.Scheduler, "_backfill", "backfill"),
+        (scheduler, "_changes", "changes"),
+    )
+    for owner, name, label in stages:
+        static = isinstance(inspect.getattr_static(owner, name), staticmethod)
+        setattr(owner, name, _timing(getattr(owner, name), label, static=static))
+
+
+def _timing(fn: Callable[..., T], label: str, *, static: bool) -> Any:
+    def timed(*args: Any, **kwargs: Any) -> T:
+        began = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _STAGES[label] = _STAGES.get(label, 0.0) + time.process_time() - began
+
+    return staticmethod(timed) if static else timed
+
+
 def _cycles(cluster: Cluster) -> list[dict[str, Any]]:
     config = cluster.config
     scheduler = server_scheduler(config, server_profile(config), _user_predictor())
@@ -137,7 +175,10 @@ def _cycles(cluster: Cluster) -> list[dict[str, Any]]:
         snap, wall, cpu = _timed(_snapshot, cluster)
         row["snapshot_s"] = round(cpu, 3)
         row["pending"] = len(snap.pending)
+        _STAGES.clear()
         result, wall, cpu = _timed(paced.run_pass, snap)
+        if _STAGES:
+            row["stages"] = {k: round(v, 3) for k, v in _STAGES.items()}
         backfill = result.backfill.duration_s if result.backfill is not None else 0.0
         # (backfill's share of the pass's CPU: its share of the wall time)
         share = backfill / wall if wall > 0 else 0.0
@@ -202,6 +243,7 @@ def main() -> None:
     parser.add_argument("--base", action="append", default=[], help="[scheduler] k=v, both")
     parser.add_argument("--set", action="append", default=[], help="[scheduler] k=v, second")
     parser.add_argument("--scene", choices=("open", "full", "both"), default="both")
+    parser.add_argument("--stages", action="store_true", help="time the pass's own stages")
     ns = parser.parse_args()
     base = _settings(ns.base)
     variants = {"config": base}
@@ -209,6 +251,8 @@ def main() -> None:
         variants["set"] = {**base, **_settings(ns.set)}
     report: dict[str, Any] = {"nodes": ns.nodes, "jobs": ns.jobs, "settings": variants}
     scenes = ("open", "full") if ns.scene == "both" else (ns.scene,)
+    if ns.stages:
+        _time_stages()
     gc.freeze()
     for scene in scenes:
         for name, settings in variants.items():
