@@ -180,7 +180,8 @@ async def overview(plane: Plane, ctx: Ctx, _caller: Who) -> dict[str, Any]:
         "queue": {"by_reason": by_reason, "by_partition": by_partition},
         "scheduler": {
             "cycles": plane.cycles,
-            "last_cycle_s": plane.last_cycle_s,
+            "last_cycle_s": plane.last_cycle_s,  # the pass and its forecast slice
+            "last_pass_s": plane.last_pass_s,  # the pass alone
             "last_cycle_at": plane.last_cycle_at,
         },
         "alerts": [a.to_json() for a in plane.alerts.firing()],

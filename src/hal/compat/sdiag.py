@@ -72,6 +72,7 @@ def _us(seconds: float) -> int:
 
 
 def sdiag_lines(d: SchedulerDiag) -> list[str]:
+    last, longest, _, mean = d.main_schedule()
     lines = [
         STARS,
         f"sdiag output at {_when(d.now)}",
@@ -89,12 +90,12 @@ def sdiag_lines(d: SchedulerDiag) -> list[str]:
         f"Jobs running:   {d.jobs_running}",
         "",
         "Main schedule statistics (microseconds):",
-        f"\tLast cycle:   {_us(d.last_cycle_s)}",
-        f"\tMax cycle:    {_us(d.max_cycle_s)}",
+        f"\tLast cycle:   {_us(last)}",
+        f"\tMax cycle:    {_us(longest)}",
         f"\tTotal cycles: {d.cycles}",
     ]
     if d.cycles > 0:
-        lines.append(f"\tMean cycle:   {d.mean_cycle_us}")
+        lines.append(f"\tMean cycle:   {mean}")
         lines.append(f"\tMean depth cycle:  {d.mean_depth}")
     minutes = (int(d.now) - int(d.since)) // 60
     if int(d.now) - int(d.since) > 60 and minutes > 0:
@@ -119,7 +120,24 @@ def sdiag_lines(d: SchedulerDiag) -> list[str]:
     lines.append(f"\tLast queue length: {d.backfill_last_depth}")
     if d.backfill_cycles > 0:
         lines.append(f"\tQueue length mean: {d.backfill_mean_depth}")
-    return lines + _rpc_lines(d)
+    return lines + _forecast_lines(d) + _rpc_lines(d)
+
+
+def _forecast_lines(d: SchedulerDiag) -> list[str]:
+    """HAL's own block (Slurm has none): the forecast's slices, run after a pass's plan
+    is applied, and the cycles they make with their passes (none from a server that
+    does not count them apart)."""
+    if d.forecast_slices is None:
+        return []
+    return [
+        "",
+        "Forecast statistics (microseconds):",
+        f"\tTotal slices: {d.forecast_slices}",
+        f"\tLast slice:   {_us(d.last_forecast_slice_s or 0.0)}",
+        f"\tMax slice:    {_us(d.max_forecast_slice_s or 0.0)}",
+        f"\tLast cycle with its slice: {_us(d.last_cycle_s)}",
+        f"\tMax cycle with its slice:  {_us(d.max_cycle_s)}",
+    ]
 
 
 def _server_lines(d: SchedulerDiag) -> list[str]:

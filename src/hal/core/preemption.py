@@ -35,6 +35,7 @@ PREEMPTED_BY = "preempted_by"
 PREEMPTING = "preempting"
 # job.extra key on a preempted job: how it is preempted (a ``PreemptMode`` value)
 PREEMPT_MODE = "preempt_mode"
+_SUSPENDED, _COMPLETING = JobState.SUSPENDED, JobState.COMPLETING
 
 
 class PreemptType(StrEnum):
@@ -75,11 +76,13 @@ def suspended_by_preemption(job: Job) -> bool:
 
 def holds_no_cpus(job: Job) -> bool:
     """Suspended by preemption, or being ended (cancelled, requeued) while it was: its
-    processes are stopped, and its CPUs may be the preemptor's now."""
-    return (
-        job.state in (JobState.SUSPENDED, JobState.COMPLETING)
-        and job.extra.get(PREEMPT_MODE) == PreemptMode.SUSPEND
-    )
+    processes are stopped, and its CPUs may be the preemptor's now. (Asked of every
+    running job in every pass: the states compared by identity with module constants,
+    not looked up through the enum class and hashed.)"""
+    state = job.state
+    return (state is _SUSPENDED or state is _COMPLETING) and job.extra.get(
+        PREEMPT_MODE
+    ) == PreemptMode.SUSPEND
 
 
 def holding(job: Job) -> tuple[Allocation | None, bool]:

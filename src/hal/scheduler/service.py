@@ -158,8 +158,18 @@ class PacedScheduler:
 
 @dataclass(slots=True)
 class CycleStats:
+    """What the last cycle took, as its hooks (``SchedulerService.on_cycle``) read it.
+
+    ``last_duration_s``: the whole cycle's decision work, the pass and the forecast slice
+    after it (what paces the next cycle); ``last_pass_s``: the pass alone (its main loop
+    and, when due, its backfill stage: Slurm's main and backfill schedulers in one);
+    ``last_forecast_s``: the forecast slice the cycle ran after applying the plan (None:
+    it ran none)."""
+
     cycles: int = 0
     last_duration_s: float = 0.0
+    last_pass_s: float = 0.0
+    last_forecast_s: float | None = None
     last_pending: int = 0
     last_started: int = 0
     total_started: int = 0
@@ -227,14 +237,17 @@ class SchedulerService:
         snap = await self.host.fill_related(self.host.snapshot())
         if not snap.pending:
             return False
+        stats = self.stats
         started = time.perf_counter()
         plan = await loop.run_in_executor(None, self.decide, snap)
-        self.stats.last_duration_s = time.perf_counter() - started
+        stats.last_duration_s = stats.last_pass_s = time.perf_counter() - started
+        stats.last_forecast_s = None
         applied = await self.host.apply_plan(plan)
         if plan.forecasting and self.forecast is not None:  # after the starts: only shown
             began = time.perf_counter()
             updates = await loop.run_in_executor(None, self.forecast, plan)
-            self.stats.last_duration_s += time.perf_counter() - began
+            stats.last_forecast_s = time.perf_counter() - began
+            stats.last_duration_s += stats.last_forecast_s
             if updates:
                 await self.host.apply_plan(Plan(plan.revision, updates=updates))
         self.stats.cycles += 1

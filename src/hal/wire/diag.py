@@ -32,7 +32,9 @@ class SchedulerDiag(WireModel):
     jobs_failed: int
     jobs_pending: int  # now
     jobs_running: int  # now (running, suspended or completing)
-    # the scheduling passes (each a main pass, and the backfill stage when it ran)
+    # the scheduling cycles: each a pass (its main loop, and the backfill stage when it
+    # ran) and the forecast slice run after its plan was applied, when one was due; the
+    # pass alone and the slices alone below (``last_pass_s``, ``forecast_slices``)
     cycles: int
     last_cycle_s: float
     max_cycle_s: float
@@ -62,4 +64,28 @@ class SchedulerDiag(WireModel):
     # (sdiag's "Agent queue size": Slurm's messages queued to its slurmds)
     agent_queue_size: int | None = None
     rpc_by_type: list[RpcCount] = Field(default_factory=list)
+    # the passes alone, without the forecast slices (sdiag's main schedule statistics):
+    # the last, the longest, their sum and Slurm's integer mean over ``cycles``
+    last_pass_s: float | None = None
+    max_pass_s: float | None = None
+    total_pass_s: float | None = None
+    mean_pass_us: int | None = None
+    # the forecast's slices (bf_yield_interval each, one a cycle at most): how many, the
+    # last (0 before the first since the reset) and the longest
+    forecast_slices: int | None = None
+    last_forecast_slice_s: float | None = None
+    max_forecast_slice_s: float | None = None
     rpc_by_user: list[RpcCount] = Field(default_factory=list)
+
+    def main_schedule(self) -> tuple[float, float, float, int]:
+        """The passes' last, longest, summed (seconds) and mean (µs) duration: Slurm's
+        main schedule statistics; the cycles' from a server that does not count the
+        passes alone."""
+        if (
+            self.last_pass_s is None
+            or self.max_pass_s is None
+            or self.total_pass_s is None
+            or self.mean_pass_us is None
+        ):
+            return self.last_cycle_s, self.max_cycle_s, self.total_cycle_s, self.mean_cycle_us
+        return self.last_pass_s, self.max_pass_s, self.total_pass_s, self.mean_pass_us

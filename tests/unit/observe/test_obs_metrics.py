@@ -274,3 +274,51 @@ def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
                      state="completed") == 0  # fmt: skip
 
     asyncio.run(scenario())
+
+
+def test_passes_and_forecast_slices_are_counted_apart(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    """sdiag's main schedule statistics are the passes alone, as Slurm's main scheduler's
+    are; the forecast's slices and the cycles they make with their passes have their
+    own fields (``/v1/diag``), series (``/metrics``) and block; ``sdiag -r`` zeroes the
+    maxima and the slices' last, as it zeroes backfill's."""
+    import asyncio
+
+    from hal.compat.sdiag import sdiag_lines
+    from hal.config.model import HalConfig
+    from hal.observe.config import ObserveConfig
+    from hal.scheduler.service import CycleStats
+    from hal.server.observe.diag import reset_diag, scheduler_diag
+    from hal.server.observe.plane import ObservePlane
+
+    asyncio.run(cluster.load())
+    plane = ObservePlane(HalConfig(cluster_name="test"), cluster, clock, ObserveConfig())
+    snap, plan = snapshot_of().build(), Plan(revision=0)
+    plane._on_cycle(CycleStats(1, 1.5, 1.2, 0.3), snap, plan)  # a pass, then a slice
+    plane._on_cycle(CycleStats(2, 0.4, 0.4, None), snap, plan)  # no slice due
+    m = plane.metrics
+    assert value(m, "hal_scheduling_pass_duration_seconds_sum") == pytest.approx(1.6)
+    assert value(m, "hal_forecast_slice_duration_seconds_count") == 1
+    assert value(m, "hal_scheduling_cycle_duration_seconds_sum") == pytest.approx(1.9)
+    d = scheduler_diag(plane)
+    assert (d.cycles, d.max_cycle_s, d.last_cycle_s) == (2, 1.5, 0.4)
+    assert (d.max_pass_s, d.last_pass_s, d.mean_pass_us) == (1.2, 0.4, 800_000)
+    assert d.total_pass_s == pytest.approx(1.6)
+    assert (d.forecast_slices, d.max_forecast_slice_s, d.last_forecast_slice_s) == (1, 0.3, 0.3)
+    lines = sdiag_lines(d)
+    main = lines.index("Main schedule statistics (microseconds):")
+    assert lines[main + 1 : main + 3] == ["\tLast cycle:   400000", "\tMax cycle:    1200000"]
+    assert "\tMean cycle:   800000" in lines
+    forecast = lines.index("Forecast statistics (microseconds):")
+    assert lines[forecast + 1 : forecast + 6] == [
+        "\tTotal slices: 1",
+        "\tLast slice:   300000",
+        "\tMax slice:    300000",
+        "\tLast cycle with its slice: 400000",
+        "\tMax cycle with its slice:  1500000",
+    ]
+    reset_diag(plane)
+    d = scheduler_diag(plane)
+    assert (d.max_pass_s, d.max_forecast_slice_s, d.max_cycle_s) == (0.0, 0.0, 0.0)
+    assert (d.forecast_slices, d.last_forecast_slice_s, d.last_pass_s) == (0, 0.0, 0.4)

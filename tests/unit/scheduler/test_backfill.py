@@ -4,6 +4,7 @@ them busy until 1090 (jobs started at 990 asking for 100 s)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -345,3 +346,30 @@ def test_a_resumed_job_is_planned_to_end_after_its_suspension() -> None:
     )
     result = with_backfill(mode="easy").run_pass(snap)
     assert result.reservations[10][0] == NOW + 50
+
+
+def test_kept_user_predictions_outlast_a_full_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs asked every pass (the running jobs of a large cluster), as many as a
+    generation holds, among others that come and go: each is worked out once; a job not
+    asked for two generations is let go."""
+    from hal.scheduler.plugins.backfill import plugin as module
+
+    monkeypatch.setattr(module, "_FIXED_KEPT", 4)
+    worked: list[int] = []
+
+    def counted(predictor: Any, job: Job, elapsed_s: float = 0.0) -> float:
+        worked.append(job.id)
+        return planned_runtime(predictor, job, elapsed_s)
+
+    monkeypatch.setattr(module, "planned_runtime", counted)
+    plugin = backfill.new({"mode": "easy"})
+    running = [make_job(i).limit(60 * i).build() for i in range(1, 5)]
+    fresh = [make_job(i).limit(30).build() for i in range(10, 15)]
+    for new in fresh:  # a pass: the running jobs, and a job not asked before
+        assert [plugin.runtime(j) for j in running] == [60.0 * i for i in range(1, 5)]
+        assert plugin.runtime(new) == 30.0
+    assert worked == [1, 2, 3, 4, 10, 11, 12, 13, 14]
+    for job in [make_job(i).limit(30).build() for i in range(20, 29)]:  # two generations
+        plugin.runtime(job)
+    plugin.runtime(running[0])
+    assert worked[-1] == 1  # let go: worked out again

@@ -4,13 +4,18 @@ pass decides exactly what an untimed one does)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
+from hal.core.states import PendingReason
 from hal.scheduler.framework import Scheduler
+from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 from hal.scheduler.plugins import build_scheduler, default_profile
-from hal.scheduler.service import PacedScheduler
+from hal.scheduler.service import PacedScheduler, SchedulerService
 from hal.testing import cluster, make_job, placed_nodes
 
 
-def _snap(now: float):  # type: ignore[no-untyped-def]
+def _snap(now: float) -> ClusterSnapshot:
     """Two of four nodes busy until 1090; a 4-node head blocks, a 50 s job fits now."""
     return (
         cluster(now)
@@ -81,3 +86,49 @@ def test_paced_scheduler_times_one_pass_per_interval(sched: Scheduler) -> None:
     assert never.run_pass(_snap(1000.0)).plugin_seconds is None
     every = PacedScheduler(sched, time_plugins_every_s=0.0)
     assert all(every.run_pass(_snap(1000.0)).plugin_seconds for _ in range(2))
+
+
+class _Host:
+    """A ``SchedulerHost`` over one snapshot that applies nothing."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+        self.applied: list[Plan] = []
+
+    def snapshot(self) -> ClusterSnapshot:
+        return _snap(1000.0)
+
+    async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
+        return snap
+
+    async def apply_plan(self, plan: Plan) -> list[int]:
+        self.applied.append(plan)
+        return []
+
+
+def test_a_cycle_times_its_pass_and_its_forecast_slice_apart() -> None:
+    """``CycleStats``: the pass alone, the forecast slice alone (None when the cycle ran
+    none) and the cycle, both together (what sdiag's main schedule and forecast lines,
+    and ``hal bench scale``'s max_pass_s and max_cycle_s, read)."""
+    forecasting = [True, False]
+
+    def decide(snap: ClusterSnapshot) -> Plan:
+        time.sleep(0.03)
+        return Plan(snap.revision, forecasting=(10,) if forecasting.pop(0) else ())
+
+    def forecast(plan: Plan) -> tuple[PendingUpdate, ...]:
+        time.sleep(0.01)
+        return (PendingUpdate(10, PendingReason.RESOURCES, 1090.0),)
+
+    host = _Host()
+    service = SchedulerService(host, decide, forecast=forecast)
+    stats = service.stats
+    asyncio.run(service.cycle())
+    assert stats.last_pass_s >= 0.03
+    assert stats.last_forecast_s is not None and stats.last_forecast_s >= 0.01
+    assert stats.last_duration_s == stats.last_pass_s + stats.last_forecast_s
+    assert [len(p.updates) for p in host.applied] == [0, 1]  # the slice's, applied
+    asyncio.run(service.cycle())  # a plan with nothing left to forecast: no slice
+    assert service.stats.last_forecast_s is None  # (``stats``' is narrowed above)
+    assert stats.last_duration_s == stats.last_pass_s >= 0.03
+    assert stats.cycles == 2

@@ -186,3 +186,70 @@ def test_a_changed_job_is_asked_again(admin: bool) -> None:
         held = dataclasses.replace(waiting, spec=waiting.spec.with_changes(hold=True))
     second = dataclasses.replace(snap, pending=(busy, held))
     assert sched.run_pass(second).statuses[2].plugin == "hold"
+
+
+def test_bounded_passes_between_keep_what_the_full_ones_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass that looks at the first ``depth`` jobs adds to what is kept and lets
+    nothing go: the next full pass asks no waiver again of the jobs it did not look at
+    (the server's full passes come after dozens of bounded ones), and decides what
+    asking every plugin decides."""
+    passes = changing_passes()
+
+    def run() -> list[list[dict[str, Any]]]:
+        out = []
+        for sched in (build_scheduler(), with_limits()):
+            full = []
+            for snap in passes:
+                sched.run_pass(snap, depth=1)
+                full.append(decisions(sched.run_pass(snap)))
+            out.append(full)
+        return out
+
+    waived = run()
+    asked: list[int] = []
+    own_calls = Framework._own_calls
+
+    def counted(self: Framework, job: Job, inputs: Any) -> tuple[Any, ...]:
+        asked.append(job.id)
+        return own_calls(self, job, inputs)
+
+    monkeypatch.setattr(Framework, "_own_calls", counted)
+    sched = build_scheduler()
+    snap = passes[0]
+    sched.run_pass(snap)
+    assert len(asked) > 1  # jobs waited behind the blocked queue
+    sched.run_pass(snap, depth=1)
+    sched.run_pass(snap, depth=1)  # (they may ask jobs the full pass did not)
+    before = len(asked)
+    sched.run_pass(snap)
+    assert len(asked) == before  # nothing asked again: the same job objects
+    monkeypatch.setattr(Framework, "_own_calls", every_plugin_asked)
+    assert run() == waived
+
+
+class _BrokenWaiver:
+    """A PreFilter plugin whose ``lets_through`` raises."""
+
+    name = "broken"
+
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Any:
+        raise AssertionError("not asked: its waiver raised first")
+
+    def lets_through(self, job: Job) -> bool:
+        raise ValueError("no answer")
+
+
+def test_a_waiver_that_raises_fails_that_job_naming_its_plugin() -> None:
+    """As a PreFilter plugin that raises: the job gets an error verdict naming the
+    plugin, and the pass goes on."""
+    profile = build_scheduler().profile
+    broken = dataclasses.replace(profile, pre_filter=(*profile.pre_filter, _BrokenWaiver()))
+    framework = Framework(broken)
+    job = make_job(2).build()
+    ctx = PassContext.from_snapshot(cluster(NOW).uniform_nodes(1, cpus=1).pending(job).build())
+    framework.new_pass()
+    out = framework.pre_filter(ctx, job)
+    assert out is not None and out.status.code is Code.ERROR
+    assert (out.status.plugin, out.status.message) == ("broken", "ValueError: no answer")

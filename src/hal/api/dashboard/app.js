@@ -174,7 +174,8 @@ function lastPass(sched, now) {
   if (sched.last_cycle_at === null || sched.last_cycle_at === undefined) {
     return ["Last pass", "—", "none yet (no job has waited)"];
   }
-  const s = sched.last_cycle_s;
+  // the pass alone, not the forecast slice after it (a server without it: the cycle)
+  const s = sched.last_pass_s ?? sched.last_cycle_s;
   const took = s < 1 ? `${(s * 1000).toFixed(s < 0.01 ? 1 : 0)} ms` : `${s.toFixed(1)} s`;
   return ["Last pass", took, `${fmtAgo(Math.max(0, now - sched.last_cycle_at))} ago`];
 }

@@ -152,12 +152,14 @@ class Framework:
         self._pre_filter_calls: PreFilterCalls = tuple(
             (p.name, p.pre_filter) for p in profile.pre_filter
         )
-        # PreFilter plugins that can say a job passes them from the job alone
-        # (``PreFilterWaiver``): their ``lets_through``, None for the others
-        self._waivers = tuple(
-            p.lets_through if isinstance(p, PreFilterWaiver) else None for p in profile.pre_filter
+        # Each PreFilter call with the plugin's ``lets_through`` when it can say a job
+        # passes it from the job alone (``PreFilterWaiver``), None for the others
+        self._waived_calls = tuple(
+            (call, p.lets_through if isinstance(p, PreFilterWaiver) else None)
+            for call, p in zip(self._pre_filter_calls, profile.pre_filter, strict=True)
         )
-        # job id → ``_Own`` of this pass and of the one before (``new_pass``): a job
+        # job id → ``_Own`` of this pass and of those before it since the last pass
+        # over every job (``new_pass``): a job
         # waiting behind a blocked queue pass after pass is judged by the plugins that
         # may reject it, without asking the others again (its reason and estimate may
         # change meanwhile: they are no input)
@@ -309,10 +311,16 @@ class Framework:
             done.append((job, state, reserved, allocation))
         return outcomes, None
 
-    def new_pass(self) -> None:
+    def new_pass(self, *, every_job: bool = True) -> None:
         """A pass begins: what ``pre_filter`` kept of jobs the last pass did not ask
-        about is let go."""
-        self._own_before, self._own = self._own, {}
+        about is let go. ``every_job=False``: a pass that looks at part of the queue
+        (a bounded one: ``default_queue_depth``), which lets nothing go and adds what it
+        asks to what is kept, so the next full pass finds every job's plugins, not
+        those of the hundred jobs the passes between looked at."""
+        if every_job:
+            self._own_before, self._own = self._own, {}
+        else:
+            self._own_before = self._own  # (read and added to as one)
 
     def pre_filter(self, ctx: PassContext, job: Job) -> Outcome | None:
         """PreFilter alone, for a job the pass will not place anyway (its partition is
@@ -346,15 +354,21 @@ class Framework:
             return Outcome(error(f"{type(err).__name__}: {err}", plugin), Stage.DONE)
 
     def _own_calls(self, job: Job, inputs: _WaiverInputs) -> _Own:
-        """``job``'s ``_Own``: the PreFilter calls of the plugins that may reject it."""
+        """``job``'s ``_Own``: the PreFilter calls of the plugins that may reject it.
+        (Asked of every job a pass finds new behind a blocked queue: the plugin asked is
+        named in ``_current`` only if it raises.)"""
         calls = []
-        for call, lets_through in zip(self._pre_filter_calls, self._waivers, strict=True):
-            if lets_through is not None:
-                self._current = call[0]
-                if lets_through(job):
-                    continue
-            calls.append(call)
-        self._current = ""
+        name = ""
+        try:
+            for call, lets_through in self._waived_calls:
+                if lets_through is not None:
+                    name = call[0]
+                    if lets_through(job):
+                        continue
+                calls.append(call)
+        except Exception:
+            self._current = name
+            raise
         return inputs, tuple(calls), placement_key(job)
 
     def _pre_filters(

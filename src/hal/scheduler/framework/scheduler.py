@@ -253,10 +253,10 @@ class Scheduler:
         # 2. The main loop: each pending job in queue order, placed now (taken out of
         #    the table at once) or held back. Het jobs and jobs naming several partitions
         #    are decided by their group placements, made for this pass.
-        framework.new_pass()
+        depth, max_starts = bounds
+        framework.new_pass(every_job=depth is None)
         loop = MainLoop(framework, ctx, Groupings((HetGroups(), PartitionLists())), explain=explain)
         #    A bounded pass (``depth``, ``max_starts``) may stop before the end.
-        depth, max_starts = bounds
         complete = loop.run(framework.sort(snapshot.pending), depth=depth, max_starts=max_starts)
         # 3. Backfill: the held-back jobs planned over time; those that delay no
         #    reservation start now, the first blocked ones get reservations.

@@ -43,8 +43,10 @@ def _sum(metric: Counter | Gauge | Histogram, suffix: str, **labels: str) -> flo
 @dataclass(frozen=True, slots=True)
 class Counted:
     """The Prometheus counters sdiag reads, at one moment. ``/metrics`` never goes back
-    (a counter that did would break every ``rate()``), so sdiag -r keeps the values of
-    its moment (``ObservePlane.diag_base``) and sdiag shows what was added since."""
+        (a counter that did would break every ``rate()``), so sdiag -r keeps the values of
+        its moment (``ObservePlane.diag_base``) and sdiag shows what was added since. A cycle
+    is its pass and the forecast slice after it (``cycle_s``; ``pass_s`` the passes
+    alone)."""
 
     submitted: int = 0
     started: int = 0
@@ -53,6 +55,8 @@ class Counted:
     failed: int = 0
     cycles: int = 0
     cycle_s: float = 0.0
+    pass_s: float = 0.0
+    forecast_slices: int = 0
     backfill_jobs: int = 0
     backfill_cycles: int = 0
     backfill_s: float = 0.0
@@ -73,6 +77,8 @@ def counted(m: HalMetrics) -> Counted:
         failed=ended(FAILED),
         cycles=int(_sum(m.cycle, "_count")),
         cycle_s=_sum(m.cycle, "_sum"),
+        pass_s=_sum(m.pass_duration, "_sum"),
+        forecast_slices=int(_sum(m.forecast_slice, "_count")),
         backfill_jobs=int(_sum(m.backfill_started, "_total")),
         backfill_cycles=int(_sum(m.backfill_cycles, "_total")),
         backfill_s=_sum(m.backfill_duration, "_sum"),
@@ -82,13 +88,14 @@ def counted(m: HalMetrics) -> Counted:
 def reset_diag(plane: ObservePlane) -> None:
     """``sdiag -r``: what Slurm 22.05.8's reset zeroes starts again from 0 ("Data since"
     now): the job counters, the cycle counts, maxima, sums and depths of both stages, the
-    backfill stage's last cycle and depth, and the RPC tables. The last main cycle and
+    backfill stage's last cycle and depth (and the forecast slices' count, maximum and
+    last, which belong with backfill), and the RPC tables. The last main cycle and
     its queue length stay, as in Slurm; ``/metrics`` is not touched."""
     _enabled(plane)
     m = plane.metrics
     plane.diag_base = counted(m)
     plane.diag_since = plane.clock.now()
-    m.cycle_max_s = m.backfill_max_s = 0.0
+    m.cycle_max_s = m.pass_max_s = m.forecast_max_s = m.backfill_max_s = 0.0
     m.cycle_depth_total = m.backfill_depth_total = 0
     plane.requests.reset()
 
@@ -109,6 +116,7 @@ def scheduler_diag(plane: ObservePlane, agent_queue_size: int | None = None) -> 
     c = counted(m) - plane.diag_base
     sample = plane.sample(now)
     backfilled = c.backfill_cycles > 0  # since the reset: else its "last" values are 0
+    sliced = c.forecast_slices > 0  # (the same for the forecast's last slice)
     by_type, by_user = plane.requests.rows()
     return SchedulerDiag(
         now=now,
@@ -124,6 +132,13 @@ def scheduler_diag(plane: ObservePlane, agent_queue_size: int | None = None) -> 
         last_cycle_s=plane.last_cycle_s,
         max_cycle_s=m.cycle_max_s,
         total_cycle_s=c.cycle_s,
+        last_pass_s=plane.last_pass_s,
+        max_pass_s=m.pass_max_s,
+        total_pass_s=c.pass_s,
+        mean_pass_us=_mean(_us(c.pass_s), c.cycles),
+        forecast_slices=c.forecast_slices,
+        last_forecast_slice_s=m.forecast_last_s if sliced else 0.0,
+        max_forecast_slice_s=m.forecast_max_s,
         total_depth=m.cycle_depth_total,
         last_queue_length=m.last_queue_length,
         backfill_jobs=c.backfill_jobs,

@@ -131,7 +131,20 @@ class HalMetrics:
             buckets=DISPATCH_BUCKETS, registry=r,
         )  # fmt: skip
         self.cycle = Histogram(
-            "hal_scheduling_cycle_duration_seconds", "Duration of one scheduling pass.",
+            "hal_scheduling_cycle_duration_seconds",
+            "Duration of one scheduling cycle: its pass and the forecast slice after it.",
+            buckets=CYCLE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.pass_duration = Histogram(
+            "hal_scheduling_pass_duration_seconds",
+            "Duration of one scheduling pass (main loop, and the backfill stage when it "
+            "ran), without the cycle's forecast slice.",
+            buckets=CYCLE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.forecast_slice = Histogram(
+            "hal_forecast_slice_duration_seconds",
+            "Duration of one slice of the expected-start forecast (bf_yield_interval), run "
+            "after a cycle's plan is applied.",
             buckets=CYCLE_BUCKETS, registry=r,
         )  # fmt: skip
         self.plugin_duration = Histogram(
@@ -218,9 +231,13 @@ class HalMetrics:
         other services' status callbacks, each a no-op until its service sets it."""
         self.last_cycle_time = 0.0
         # What sdiag adds to the series above (plain numbers, read by hal.server.observe.diag):
-        # the longest pass, the pending jobs the passes looked at, the backfill stage's
-        # longest run, when it last ran and the jobs handed to it in all.
+        # the longest cycle, pass and forecast slice, the last slice, the pending jobs
+        # the passes looked at, the backfill stage's longest run, when it last ran and
+        # the jobs handed to it in all.
         self.cycle_max_s = 0.0
+        self.pass_max_s = 0.0
+        self.forecast_max_s = 0.0
+        self.forecast_last_s = 0.0
         self.cycle_depth_total = 0
         self.last_queue_length = 0
         self.backfill_max_s = 0.0
@@ -348,8 +365,15 @@ class HalMetrics:
         if not self.enabled:
             return
         self.cycle.observe(stats.last_duration_s)
+        self.pass_duration.observe(stats.last_pass_s)
         self.last_cycle_time = self.clock.now()
         self.cycle_max_s = max(self.cycle_max_s, stats.last_duration_s)
+        self.pass_max_s = max(self.pass_max_s, stats.last_pass_s)
+        sliced = stats.last_forecast_s
+        if sliced is not None:
+            self.forecast_slice.observe(sliced)
+            self.forecast_last_s = sliced
+            self.forecast_max_s = max(self.forecast_max_s, sliced)
         self.last_queue_length = stats.last_pending
 
     def declare_predictor(self, predictor: str) -> None:

@@ -88,7 +88,8 @@ class ObservePlane:
         # the HTTP requests by route and by user (sdiag's RPC statistics)
         self.requests = RequestCounts()
         self.last_start = 0.0
-        self.last_cycle_s = 0.0
+        self.last_cycle_s = 0.0  # the last cycle: its pass and its forecast slice
+        self.last_pass_s = 0.0  # its pass alone
         self.last_cycle_at: float | None = None  # when the last pass ended (None: none yet)
         self.cycles = 0
         self.alerts = AlertEvaluator(
@@ -204,6 +205,7 @@ class ObservePlane:
 
     def _on_cycle(self, stats: CycleStats, snap: ClusterSnapshot, plan: Plan) -> None:
         self.last_cycle_s = stats.last_duration_s
+        self.last_pass_s = stats.last_pass_s
         self.last_cycle_at = self.clock.now()
         self.cycles = stats.cycles
         self.metrics.on_cycle(stats, snap, plan)

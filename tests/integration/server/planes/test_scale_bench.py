@@ -37,5 +37,8 @@ def test_the_scale_bench_reports_a_whole_run(pg_url: str) -> None:
     assert 0 < report["rest_list_jobs"] <= JOBS + 1
     assert report["starts_per_s"] > 0 and report["server_rss_mib"] > 0
     assert report["database_mib"] > 0  # (heartbeats: too few in 2 s to read a CPU tick)
+    # a cycle is its pass and the forecast slice after it: neither outlasts the longest
+    assert report["max_pass_s"] <= report["max_cycle_s"]
+    assert report["max_forecast_slice_s"] <= report["max_cycle_s"]
     for key in ("squeue", "rest_list", "submit_to_start"):
         assert 0 < report[f"{key}_p50_s"] <= report[f"{key}_p99_s"]
