@@ -18,7 +18,7 @@ from hal.state.store import DatabaseUnavailable
 from hal.testing import make_job
 from hal.testing.builders import make_node
 from hal.testing.mirror import store
-from hal.wire.agent import AgentRegister, AgentSync, JobReport
+from hal.wire.agent import AgentInstructions, AgentRegister, AgentSync, JobReport
 
 NODES = [f"n{i}" for i in range(1, 9)]
 
@@ -97,7 +97,7 @@ def test_an_outage_fails_every_sync_of_the_batch_and_acknowledges_none(
 ) -> None:
     running(cluster)
 
-    async def scenario() -> list[AgentSync | Any]:
+    async def scenario() -> list[AgentInstructions]:
         for name in NODES[:3]:
             await agents.register(cluster, AgentRegister(node=name, cpus=2, memory_bytes=1 << 30))
         down(cluster)
@@ -135,10 +135,8 @@ def test_a_row_the_store_refuses_fails_only_its_own_sync(cluster: Cluster) -> No
 def down(cluster: Cluster) -> None:
     """The store refuses every transaction, as a database that is down."""
 
-    @contextmanager
-    def transaction() -> Iterator[Any]:
+    def transaction() -> Any:
         raise DatabaseUnavailable("connection refused")
-        yield
 
     cluster.store.transaction = transaction  # type: ignore[method-assign]
 
