@@ -16,6 +16,8 @@ process's and not counted), the rounds' wall time and the longest pass::
 ``START_PATH_SYNCS=one_by_one``: each round's syncs one after another instead (no two
 wait for the cluster's writer together: each commits its reports alone).
 
+The learned predictor's one-time imports are made before the window opens.
+
 Where the CPU goes: ``START_PATH_HOLD=3`` waits 3 s after the line "the window opens"
 (stderr) for ``py-spy record --gil --pid`` to attach (py-spy: a dev extra).
 """
@@ -115,6 +117,9 @@ async def _run(db: str, nodes: int, jobs: int, rounds: int, work: Path) -> dict[
     specs = await _specs(plane, jobs)
     for start in range(0, len(specs), 1000):
         await cluster.submit(specs[start : start + 1000])
+    warm_up = getattr(plane.predictions.predictor.inner, "warm_up", None)
+    if callable(warm_up):  # its one-time imports (lightgbm, pandas: about a second of
+        warm_up()  # CPU) before the window, not in it: they are not a start's
     passes = _time_passes(plane)
     print("start_path: the window opens", file=sys.stderr, flush=True)
     await asyncio.sleep(float(os.environ.get("START_PATH_HOLD", "0")))  # (a profiler attaches)
