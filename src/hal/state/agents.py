@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from hal.core.errors import Unavailable
 from hal.core.feedback import ENV_TOKEN, job_token
@@ -214,6 +214,7 @@ class AgentGone(Exception):
 
 
 REGISTRATIONS_PER_COMMIT = 256  # the most one transaction writes (one node row and event each)
+SYNCS_PER_COMMIT = 256  # the most syncs' reports one transaction writes
 
 
 @dataclass(slots=True)
@@ -313,22 +314,49 @@ async def register(
 
 async def _commit_registrations(cluster: Cluster, change: Change) -> None:
     """Commit the registrations waiting (under the lock: ``change``), and set each one's
-    ``done``. An outage of the store (``Unavailable``) is every one's error; any other
-    failure may be one registration's row the store refuses, so they are committed again
-    one at a time, and only the refused one fails."""
+    ``done`` (``_commit_batch``); one whose agent left meanwhile fails ``AgentGone``."""
     batch = cluster.registering[:REGISTRATIONS_PER_COMMIT]
     del cluster.registering[: len(batch)]
-    try:
+
+    async def waited_for(batch: list[Registration]) -> list[Registration]:
         kept: list[Registration] = []
         for waiting in batch:
             if waiting.gone is not None and await waiting.gone():
                 waiting.done.set_exception(AgentGone(waiting.request.node))
             else:
                 kept.append(waiting)
+        return kept
+
+    async def together(kept: list[Registration]) -> None:
+        await _commit_together(cluster, change, kept)
+
+    await _commit_batch(batch, together, waited_for)
+
+
+class _Waiting(Protocol):
+    @property
+    def done(self) -> asyncio.Future[Any]: ...
+
+
+W = TypeVar("W", bound=_Waiting)
+
+
+async def _commit_batch(
+    batch: list[W],
+    together: Callable[[list[W]], Awaitable[None]],
+    keep: Callable[[list[W]], Awaitable[list[W]]] | None = None,
+) -> None:
+    """Commit what waits in ``batch`` (those ``keep`` keeps) with ``together``, which
+    sets each one's ``done``. An outage of the store (``Unavailable``, the commit's
+    outcome unknown among them) is every one's error; any other failure may be one
+    item's row the store refuses, so they are committed again one at a time, and only
+    the refused one fails."""
+    try:
+        kept = batch if keep is None else await keep(batch)
         if not kept:
             return
         try:
-            await _commit_together(cluster, change, kept)
+            await together(kept)
         except Unavailable:
             raise
         except Exception:
@@ -336,7 +364,7 @@ async def _commit_registrations(cluster: Cluster, change: Change) -> None:
                 raise
             for waiting in kept:
                 try:
-                    await _commit_together(cluster, change, [waiting])
+                    await together([waiting])
                 except Unavailable:
                     raise
                 except Exception as err:
@@ -521,78 +549,143 @@ async def _check_lost(
         await change.commit(changed + followers, events + ends)
 
 
+@dataclass(slots=True)
+class Reporting:
+    """One sync's reports waiting for their commit (``apply_reports``); ``done``'s
+    result: whether they ended a job."""
+
+    node: str
+    reports: list[JobReport]
+    done: asyncio.Future[bool]
+
+
 async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -> None:
-    session = cluster.agent_sessions.get(node)
-    async with cluster.change() as change:
-        changed: dict[int, Job] = {}
-        events: list[EventRow] = []
-        usage: list[JobUse] = []
-        for r in sorted(reports, key=lambda r: r.seq):
-            job = changed.get(r.job_id) or cluster.jobs.get(r.job_id)
-            if session is not None and r.kind in ("started", "finished", "launch_failed"):
-                session.unconfirmed.pop(r.job_id, None)
-            if job is None or job.restarts != r.attempt or not job.state.is_active:
-                continue  # stale or already applied
-            if job.allocation is not None and node not in job.allocation.nodes:
-                continue  # another node's job: an agent speaks for its own node only
-            if r.kind == "started":
-                if not job.launched:
-                    changed[job.id] = job.evolve(launched=True)
-                continue
-            if r.kind == "launch_failed":
-                # a job cancelled while it launched ends as the user asked, not FAILED
-                cancelled = job.state is JobState.COMPLETING and job.cancelled_by
-                ended = JobState.CANCELLED if cancelled else JobState.FAILED
-                new, event = cluster.finish(job, ended, r.time, exit_code=1)
-                event.data["message"] = r.message  # type: ignore[index]
-                if new.state is JobState.FAILED:  # Slurm's reason: its script never ran
-                    why = {LAUNCH_ERROR: r.message[:2000]}  # for hal explain (a mark, kept)
-                    new = new.evolve(
-                        reason=PendingReason.JOB_LAUNCH_FAILURE, extra={**new.extra, **why}
-                    )
-            else:
-                state = FINISHED_STATES.get(r.state)
-                if r.state == JobState.PENDING.value and job.extra.get(preempt.REQUEUE) == "1":
-                    state = JobState.PENDING  # a requeue ending its run (Cluster.finish)
-                code, sig = r.exit_code, r.exit_signal
-                recorded = command_exit.recorded(job)
-                if recorded is not None and state in (None, JobState.COMPLETED, JobState.FAILED):
-                    # an allocation's holding script ended: salloc's command's status
-                    (code, sig), state = recorded, None
-                if state is None:
-                    state = JobState.COMPLETED if code == 0 and not sig else JobState.FAILED
-                if job.state is JobState.COMPLETING and job.cancelled_by:
-                    state = JobState.CANCELLED
-                new, event = cluster.finish(job, state, r.time, exit_code=code, exit_signal=sig)
-                user, system = r.user_cpu_seconds, r.system_cpu_seconds
-                if user is None or system is None:  # an older agent's: not known
-                    user = system = None
-                usage.append((job.id, r.max_rss_bytes, r.cpu_seconds, user, system))
-                measured = {"max_rss": str(r.max_rss_bytes), "cpu_seconds": str(r.cpu_seconds)}
-                if user is not None and system is not None:
-                    measured |= {USER_CPU: str(user), SYSTEM_CPU: str(system)}
-                if r.gpu is not None:  # a mark: kept with the job (jobs.marks)
-                    measured[GPU_USAGE] = r.gpu.model_dump_json()
-                # (an earlier run's parts go: this run's are these, or not known)
-                kept = {k: v for k, v in new.extra.items() if k not in (USER_CPU, SYSTEM_CPU)}
-                new = new.evolve(extra={**kept, **measured})
-            changed[job.id] = new
-            events.append(event)
+    """Apply a node's reports (in their order), durable when this returns.
 
-        followers, ends = cluster.het_followers_end(list(changed.values()), cluster.clock.now())
-        for job in followers:
-            changed.setdefault(job.id, job)
-        events.extend(ends)
-
-        def extra(tx: StateTransaction) -> None:
-            tx.record_usage(usage)
-
-        if changed:  # (no usage: no write of it, so that a launch alone wakes no pass)
-            await change.commit(list(changed.values()), events, extra if usage else None)
-    if any(not j.state.is_active for j in changed.values()):
+    Syncs' reports commit in batches, as registrations do: each waits in
+    ``cluster.reporting`` for the cluster's lock, and whichever gets it first applies
+    all those waiting (at most ``SYNCS_PER_COMMIT``) in one transaction, in the order
+    they came; the others find theirs done when their turn comes. A commit each cost a
+    start two transactions (its "started" and its end, each in a sync of its own) of
+    three round trips and a connection's check-out; their fixed part was most of the
+    store's CPU per start."""
+    mine = Reporting(node, reports, asyncio.get_running_loop().create_future())
+    cluster.reporting.append(mine)
+    while not mine.done.done():  # (more waited than one commit takes: the next batch)
+        async with cluster.change() as change:
+            if not mine.done.done():
+                await _commit_reports(cluster, change)
+    if await mine.done:
         # what they held is free: victims suspended for them go on before the next
         # scheduling pass can give those CPUs to someone else
         await preempt.resume_freed(cluster)
+
+
+async def _commit_reports(cluster: Cluster, change: Change) -> None:
+    """Commit the reports waiting (under the lock: ``change``), and set each one's
+    ``done`` (``_commit_batch``)."""
+    batch = cluster.reporting[:SYNCS_PER_COMMIT]
+    del cluster.reporting[: len(batch)]
+
+    async def together(batch: list[Reporting]) -> None:
+        await _commit_reports_together(cluster, change, batch)
+
+    await _commit_batch(batch, together)
+
+
+async def _commit_reports_together(
+    cluster: Cluster, change: Change, batch: list[Reporting]
+) -> None:
+    """Apply ``batch``'s reports in one transaction and set their ``done``."""
+    changed: dict[int, Job] = {}
+    events: list[EventRow] = []
+    usage: list[JobUse] = []
+    by_sync: list[set[int]] = []  # the jobs each sync's reports changed
+    for waiting in batch:
+        mine: set[int] = set()
+        _apply(cluster, waiting.node, waiting.reports, changed, events, usage, mine)
+        by_sync.append(mine)
+    followers, ends = cluster.het_followers_end(list(changed.values()), cluster.clock.now())
+    for job in followers:
+        changed.setdefault(job.id, job)
+    events.extend(ends)
+
+    def extra(tx: StateTransaction) -> None:
+        tx.record_usage(usage)
+
+    if changed:  # (no usage: no write of it, so that a launch alone wakes no pass)
+        await change.commit(list(changed.values()), events, extra if usage else None)
+    for waiting, mine in zip(batch, by_sync, strict=True):
+        if not waiting.done.done():
+            waiting.done.set_result(any(not changed[i].state.is_active for i in mine))
+
+
+def _apply(
+    cluster: Cluster,
+    node: str,
+    reports: list[JobReport],
+    changed: dict[int, Job],
+    events: list[EventRow],
+    usage: list[JobUse],
+    mine: set[int],
+) -> None:
+    """Add what ``node``'s ``reports`` change to ``changed``, ``events`` and ``usage``
+    (the batch's so far: a job another sync of the batch changed is read from there);
+    ``mine``: the ids of the jobs they changed."""
+    session = cluster.agent_sessions.get(node)
+    for r in sorted(reports, key=lambda r: r.seq):
+        job = changed.get(r.job_id) or cluster.jobs.get(r.job_id)
+        if session is not None and r.kind in ("started", "finished", "launch_failed"):
+            session.unconfirmed.pop(r.job_id, None)
+        if job is None or job.restarts != r.attempt or not job.state.is_active:
+            continue  # stale or already applied
+        if job.allocation is not None and node not in job.allocation.nodes:
+            continue  # another node's job: an agent speaks for its own node only
+        if r.kind == "started":
+            if not job.launched:
+                changed[job.id] = job.evolve(launched=True)
+                mine.add(job.id)
+            continue
+        if r.kind == "launch_failed":
+            # a job cancelled while it launched ends as the user asked, not FAILED
+            cancelled = job.state is JobState.COMPLETING and job.cancelled_by
+            ended = JobState.CANCELLED if cancelled else JobState.FAILED
+            new, event = cluster.finish(job, ended, r.time, exit_code=1)
+            event.data["message"] = r.message  # type: ignore[index]
+            if new.state is JobState.FAILED:  # Slurm's reason: its script never ran
+                why = {LAUNCH_ERROR: r.message[:2000]}  # for hal explain (a mark, kept)
+                new = new.evolve(
+                    reason=PendingReason.JOB_LAUNCH_FAILURE, extra={**new.extra, **why}
+                )
+        else:
+            state = FINISHED_STATES.get(r.state)
+            if r.state == JobState.PENDING.value and job.extra.get(preempt.REQUEUE) == "1":
+                state = JobState.PENDING  # a requeue ending its run (Cluster.finish)
+            code, sig = r.exit_code, r.exit_signal
+            recorded = command_exit.recorded(job)
+            if recorded is not None and state in (None, JobState.COMPLETED, JobState.FAILED):
+                # an allocation's holding script ended: salloc's command's status
+                (code, sig), state = recorded, None
+            if state is None:
+                state = JobState.COMPLETED if code == 0 and not sig else JobState.FAILED
+            if job.state is JobState.COMPLETING and job.cancelled_by:
+                state = JobState.CANCELLED
+            new, event = cluster.finish(job, state, r.time, exit_code=code, exit_signal=sig)
+            user, system = r.user_cpu_seconds, r.system_cpu_seconds
+            if user is None or system is None:  # an older agent's: not known
+                user = system = None
+            usage.append((job.id, r.max_rss_bytes, r.cpu_seconds, user, system))
+            measured = {"max_rss": str(r.max_rss_bytes), "cpu_seconds": str(r.cpu_seconds)}
+            if user is not None and system is not None:
+                measured |= {USER_CPU: str(user), SYSTEM_CPU: str(system)}
+            if r.gpu is not None:  # a mark: kept with the job (jobs.marks)
+                measured[GPU_USAGE] = r.gpu.model_dump_json()
+            # (an earlier run's parts go: this run's are these, or not known)
+            kept = {k: v for k, v in new.extra.items() if k not in (USER_CPU, SYSTEM_CPU)}
+            new = new.evolve(extra={**kept, **measured})
+        changed[job.id] = new
+        mine.add(job.id)
+        events.append(event)
 
 
 async def check_nodes(cluster: Cluster) -> list[str]:

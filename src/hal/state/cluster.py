@@ -54,7 +54,7 @@ from hal.state.store import (
 from hal.state.store_protocol import StateStore, StateTransaction
 
 if TYPE_CHECKING:
-    from hal.state.agents import AgentSession, Registration
+    from hal.state.agents import AgentSession, Registration, Reporting
 
 T = TypeVar("T")
 log = logging.getLogger("hal.state")
@@ -102,6 +102,7 @@ class Cluster(Mirror):
         self.store = store
         self.agent_sessions: dict[str, AgentSession] = {}  # node → its agent's session
         self.registering: list[Registration] = []  # waiting for their commit (``agents``)
+        self.reporting: list[Reporting] = []  # agents' reports waiting for theirs, likewise
         self.started_at = 0.0
         self.load_timings: dict[str, float] = {}  # seconds of each step of the last ``load``
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hal-db")

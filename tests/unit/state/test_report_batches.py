@@ -1,0 +1,165 @@
+"""Agents' reports that queued while the cluster's writer was busy commit together: one
+transaction for many syncs, each sync answered once its own reports are stored; an
+outage fails every one of them (nothing mirrored, nothing acknowledged), and a row the
+store refuses fails only the sync that sent it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from hal.core.job import Job
+from hal.core.states import JobState
+from hal.state import agents
+from hal.state.cluster import Cluster
+from hal.state.store import DatabaseUnavailable
+from hal.testing import make_job
+from hal.testing.builders import make_node
+from hal.testing.mirror import store
+from hal.wire.agent import AgentInstructions, AgentRegister, AgentSync, JobReport
+
+NODES = [f"n{i}" for i in range(1, 9)]
+
+
+def running(cluster: Cluster) -> None:
+    """Jobs 1..8 running on n1..n8, launched; jobs 11..18 just placed there."""
+    for name in NODES[1:]:
+        cluster.nodes[name] = make_node(name).cpus(2).mem_gib(4).build()
+    store(
+        cluster,
+        *(
+            make_job(i).running_on(f"n{i}", start=1.0).build().evolve(launched=True)
+            for i in range(1, 9)
+        ),
+        *(make_job(10 + i).running_on(f"n{i}", start=2.0).build() for i in range(1, 9)),
+    )
+
+
+def reports(i: int) -> list[JobReport]:
+    """n{i}'s sync: job 10+i started, job i finished."""
+    return [
+        JobReport(seq=1, job_id=10 + i, attempt=0, kind="started", time=5.0),
+        JobReport(
+            seq=2, job_id=i, attempt=0, kind="finished", time=5.0, state="COMPLETED",
+            max_rss_bytes=i << 20, cpu_seconds=float(i),
+        ),
+    ]  # fmt: skip
+
+
+def counted(cluster: Cluster) -> list[int]:
+    """The number of transactions opened, as a one-item list that grows."""
+    count = [0]
+    opened = cluster.store.transaction
+
+    def transaction() -> Any:
+        count[0] += 1
+        return opened()
+
+    cluster.store.transaction = transaction  # type: ignore[method-assign]
+    return count
+
+
+def queued(cluster: Cluster, which: Sequence[int]) -> list[BaseException | None]:
+    """The nodes' reports applied while the writer is busy (they all queue), answered."""
+
+    async def scenario() -> list[BaseException | None]:
+        async with cluster.change():
+            tasks = [
+                asyncio.create_task(agents.apply_reports(cluster, f"n{i}", reports(i)))
+                for i in which
+            ]
+            await asyncio.sleep(0.01)
+            assert len(cluster.reporting) == len(which)
+            assert not any(t.done() for t in tasks)  # none answered before it is stored
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    return asyncio.run(scenario())
+
+
+def test_reports_queued_together_commit_in_one_transaction(cluster: Cluster) -> None:
+    running(cluster)
+    transactions = counted(cluster)
+    answers = queued(cluster, range(1, 9))
+    assert answers == [None] * 8
+    assert transactions == [1] and not cluster.reporting
+    for i in range(1, 9):
+        assert cluster.jobs[i].state is JobState.COMPLETED
+        assert cluster.jobs[i].extra["max_rss"] == str(i << 20)
+        assert cluster.jobs[10 + i].launched
+    ended = [e.job_id for e in cluster.recent_events if e.kind == "job.finished"]
+    assert ended == list(range(1, 9))  # in the order the syncs came
+
+
+def test_an_outage_fails_every_sync_of_the_batch_and_acknowledges_none(
+    cluster: Cluster,
+) -> None:
+    running(cluster)
+
+    async def scenario() -> list[AgentInstructions]:
+        for name in NODES[:3]:
+            await agents.register(cluster, AgentRegister(node=name, cpus=2, memory_bytes=1 << 30))
+        down(cluster)
+        async with cluster.change():
+            tasks = [
+                asyncio.create_task(
+                    agents.sync(cluster, f"n{i}", AgentSync(reports=reports(i), running=[10 + i]))
+                )
+                for i in (1, 2, 3)
+            ]
+            await asyncio.sleep(0.01)
+            assert len(cluster.reporting) == 3
+        return await asyncio.gather(*tasks)
+
+    replies = asyncio.run(scenario())
+    assert [r.acked_seq for r in replies] == [0, 0, 0]  # each agent sends them again
+    for i in (1, 2, 3):
+        assert cluster.jobs[i].state is JobState.RUNNING
+        assert not cluster.jobs[10 + i].launched
+
+
+def test_a_row_the_store_refuses_fails_only_its_own_sync(cluster: Cluster) -> None:
+    running(cluster)
+    refuse(cluster, 2)
+    answers = queued(cluster, [1, 2, 3])
+    assert answers[0] is None and answers[2] is None
+    assert isinstance(answers[1], ValueError)
+    assert [cluster.jobs[i].state for i in (1, 2, 3)] == [
+        JobState.COMPLETED,
+        JobState.RUNNING,
+        JobState.COMPLETED,
+    ]
+
+
+def down(cluster: Cluster) -> None:
+    """The store refuses every transaction, as a database that is down."""
+
+    def transaction() -> Any:
+        raise DatabaseUnavailable("connection refused")
+
+    cluster.store.transaction = transaction  # type: ignore[method-assign]
+
+
+def refuse(cluster: Cluster, job_id: int) -> None:
+    """The store refuses any transaction that writes job ``job_id``."""
+    opened = cluster.store.transaction
+
+    class Refusing:
+        def __init__(self, tx: Any) -> None:
+            self.tx = tx
+
+        def update_jobs(self, jobs: Sequence[Job], *args: Any) -> None:
+            if any(j.id == job_id for j in jobs):
+                raise ValueError(f"job {job_id} refused")
+            self.tx.update_jobs(jobs, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.tx, name)
+
+    @contextmanager
+    def transaction() -> Iterator[Any]:
+        with opened() as tx:
+            yield Refusing(tx)
+
+    cluster.store.transaction = transaction  # type: ignore[method-assign]
