@@ -7,8 +7,8 @@ Run it under callgrind with 0 and with 3 passes: the difference over 3 is one pa
 instructions, steady on a shared machine where CPU time varies by 15 %. ``neutral`` runs
 the plugin on a matrix where nothing clashes (every score 100): the same placements as
 ``off``, no notes, so ``neutral`` less ``off`` is the plugin's own work. ``cold`` runs
-``on`` with no row's scores kept from an earlier pass (``MIXES_KEPT`` 0: as in the first
-pass after the model changed the matrix)::
+``on`` with no row's scores and no pending job's key kept from an earlier pass
+(``MIXES_KEPT`` and ``KEYS_KEPT`` 0: as in the first pass after the model changed)::
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
         python bench/dissonance_pass_instructions.py off 0    # (then off 3, on 3, neutral 3...)
@@ -53,6 +53,7 @@ def main() -> None:
     neutral = dataclasses.replace(view, slowdown=calm)
     if ns.mode == "cold":
         plugin.MIXES_KEPT = 0  # (each pass's first Score drops the mixes kept before)
+        plugin.KEYS_KEPT = 0  # (and each PreScore the pending jobs' keys)
     modes = {"on": (on, view), "cold": (on, view), "neutral": (on, neutral), "off": (off, None)}
     scheduler, v = modes[ns.mode]
     if ns.gate:

@@ -29,7 +29,6 @@ matrix product, kept for the pass and updated on the rows of each job placed.
 from __future__ import annotations
 
 import math
-import operator
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -69,12 +68,15 @@ _SCALE = math.log(2.0)  # harm worth a doubling scores 0
 NOTE_MIN = 10.0  # score points (about 7 % of slowdown) a move must be worth to be noted
 REBUILD_AFTER = 100_000  # updates of the kept shares before they are summed afresh
 MIXES_KEPT = 50_000  # rows' scores kept by mix across passes (about 300 bytes each)
+KEYS_KEPT = 200_000  # pending jobs' keys kept across passes (``Dissonance._keys``)
 _INDEX = {c: i for i, c in enumerate(CLASSES)}
 _CLASSES = len(CLASSES)
+_CLASS_RANGE = range(_CLASSES)
 _WIDTH = 2 * _CLASSES  # a row of ``_Nodes.both``: ``share`` then ``guarded``
 _ROW_BYTES = 8 * _WIDTH
 _KEYS = 2 * _CLASSES  # one score per (class, mark): ``_Coef.column``
 _KEYS_BYTES = 8 * _KEYS  # the scores of a row of ``_Nodes.scores`` (then the weighted)
+_ROW_SCORES = 2 * _KEYS  # a row of ``_Nodes.scores``: the scores, then the weighted
 _PACK = struct.Struct(f"={_KEYS}d").pack  # a row of scores as their bytes
 _PACK_BOTH = struct.Struct(f"={2 * _KEYS}d").pack  # and with the weighted after them
 
@@ -177,6 +179,10 @@ class _Nodes:
     raw: memoryview[int] = field(init=False)
     scores_raw: memoryview[int] | None = None
     score_cells: memoryview[float] | None = None
+    # the notes' figures, made once a pass: a share of a node → "62%", and a pair of
+    # classes → ``figures``
+    labels: dict[float, str] = field(default_factory=dict)
+    pairs: dict[tuple[str, str], tuple[str, str, bool]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.raw = self.both.data.cast("B")
@@ -286,16 +292,39 @@ class _Nodes:
             return _PACK(*done)
         return _PACK_BOTH(*done, *[x * weight for x in done])
 
+    def figures(self, view: DissonanceView, cls: str, other: str) -> tuple[str, str, bool]:
+        """The model's slowdown of ``cls`` beside ``other`` and of ``other`` beside
+        ``cls``, as the note writes them ("1.80x"), and whether the first is the larger
+        (or equal): worked out once a pass per pair."""
+        found = self.pairs.get((cls, other))
+        if found is None:
+            suffers, inflicts = view.of(cls, other), view.of(other, cls)
+            found = self.pairs[cls, other] = (
+                f"{suffers:.2f}x",
+                f"{inflicts:.2f}x",
+                suffers >= inflicts,
+            )
+        return found
+
     def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
         """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
         lowest id: placed in this pass, else running (those left out if another pass
         moved the base on since: a what-if pass beside the scheduler's)."""
-        found = [j for j, e in self.placed_on.get(row, {}).items() if e[0] == cls]
+        found: int | None = None
+        # (plain loops: a row holds a few jobs, fewer than a comprehension's call costs)
+        there = self.placed_on.get(row)
+        if there:
+            for j, e in there.items():
+                if e[0] == cls and (found is None or j < found):
+                    found = j
         with self.lock:
             if self.base.updates == self.updates:
-                jobs = self.base.by_row.get(row, {})
-                found += [j for j, e in jobs.items() if e[0] == cls and (e[1] or not guarded)]
-        return min(found) if found else None
+                jobs = self.base.by_row.get(row)
+                if jobs:
+                    for j, e in jobs.items():
+                        if e[0] == cls and (e[1] or not guarded) and (found is None or j < found):
+                            found = j
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,14 +337,15 @@ class _Coef:
     on_guarded: FloatArray
     # the two stacked (for ``_Nodes.both``) over a doubling's harm
     scaled: FloatArray = field(init=False)
-    # per key column: ``on_share``'s then ``on_guarded``'s, as Python floats (the note
+    # per key column: ``on_share``'s and ``on_guarded``'s, as Python floats (the note
     # weighs a node's mix by them: cheaper in Python than in numpy's small-array calls)
-    columns: tuple[list[float], ...] = field(init=False)
+    columns: tuple[tuple[list[float], list[float]], ...] = field(init=False)
 
     def __post_init__(self) -> None:
         both = np.vstack((self.on_share, self.on_guarded))
         object.__setattr__(self, "scaled", both / _SCALE)
-        object.__setattr__(self, "columns", tuple(both.T.tolist()))
+        split = zip(self.on_share.T.tolist(), self.on_guarded.T.tolist(), strict=True)
+        object.__setattr__(self, "columns", tuple(split))
 
     @classmethod
     def of(cls, logs: FloatArray, protect: float) -> _Coef:
@@ -363,6 +393,12 @@ class Dissonance:
         # see mostly the same nodes with the same neighbours (the matrix changes when
         # the model learns: then they start afresh)
         self._mixes: dict[tuple[bytes, float], dict[bytes, bytes]] = {}
+        # pending jobs' keys (PreScore's) by id, with the job object they were made for,
+        # for the view they were made under: a pending job that is the same object under
+        # the same view has the same class and mark (a frozen Job is not changed in
+        # place); most pending jobs are scored again pass after pass
+        self._keys: dict[int, tuple[Job, tuple[str, bool] | None]] = {}
+        self._keys_view: object = None
 
     # -- PreScore ---------------------------------------------------------------------
 
@@ -372,6 +408,23 @@ class Dissonance:
         view = ctx.snapshot.dissonance
         if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
             return SKIP  # (a reservation in the future: who will be its neighbours is unknown)
+        keys = self._keys
+        if self._keys_view is not view or len(keys) > KEYS_KEPT:
+            keys = self._keys = {}
+            self._keys_view = view
+        known = keys.get(job.id)
+        if known is not None and known[0] is job:
+            key = known[1]
+        else:
+            key = self._key(ctx, job, view)
+            keys[job.id] = (job, key)
+        if key is None:
+            return SKIP
+        state.write(KEY, key)
+        return SUCCESS
+
+    def _key(self, ctx: PassContext, job: Job, view: DissonanceView) -> tuple[str, bool] | None:
+        """The job's (class, latency-sensitive); None: no class."""
         extra = job.extra
         if PROFILE_CLASS in extra:
             cls = job_class(job, view)
@@ -385,9 +438,8 @@ class Dissonance:
             if cls is _UNSET:
                 cls = classes[spec_key] = job_class(job, view)
         if cls is None:
-            return SKIP
-        state.write(KEY, (cls, extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected))
-        return SUCCESS
+            return None
+        return cls, extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected
 
     # -- Score ------------------------------------------------------------------------
 
@@ -485,9 +537,8 @@ class Dissonance:
         cells = nodes.score_cells  # (the table, made by this job's Score)
         if cells is None:
             return ""
-        coef = nodes.coef
-        j = _Coef.column(key)
-        here = cells[c * 2 * _KEYS + j]
+        j = 2 * _INDEX[key[0]] + key[1]  # (``_Coef.column(key)``)
+        here = cells[c * _ROW_SCORES + j]
         if here < NOTE_MIN:  # (no node scores below 0: no move worth a note)
             return ""
         # the other scores' sum, in the order the framework added them
@@ -499,38 +550,43 @@ class Dissonance:
             return ""
         # (where this score is the same on every node, the others' pick is the job's)
         a: int = candidates.item(without.argmax())
-        if c == a or here - cells[a * 2 * _KEYS + j] < NOTE_MIN:
+        if c == a or here - cells[a * _ROW_SCORES + j] < NOTE_MIN:
             return ""  # (not moved, or a clash too mild to be worth saying)
         table = ctx.nodes
         cls = key[0]
-        # the class that weighs most against the job there, and one of its jobs
-        # (per class ``share · on_share + guarded · on_guarded``, by C loops)
-        mix = nodes.cells[a * _WIDTH : (a + 1) * _WIDTH].tolist()
-        terms = list(map(operator.mul, mix, coef.columns[j]))
-        weigh = list(map(operator.add, terms[:_CLASSES], terms[_CLASSES:]))
+        # the class that weighs most against the job there, and one of its jobs (per
+        # class ``share · on_share + guarded · on_guarded``, on Python floats: the
+        # interpreter's own float arithmetic costs less than ``map`` over ``operator``'s)
+        at = a * _WIDTH
+        mix = nodes.cells[at : at + _WIDTH].tolist()
+        on_share, on_guarded = nodes.coef.columns[j]
+        weigh = [mix[i] * on_share[i] + mix[_CLASSES + i] * on_guarded[i] for i in _CLASS_RANGE]
         k = weigh.index(max(weigh))  # (the first of the largest)
         other = CLASSES[k]
-        guarded = terms[_CLASSES + k] * 2 > weigh[k]  # mostly them
+        guarded = mix[_CLASSES + k] * on_guarded[k] * 2 > weigh[k]  # mostly them
         neighbour = nodes.one_of(a, other, guarded)
         if neighbour is None:
             return ""
         share = mix[k]
-        held = f"{1.0 if share > 1.0 else share:.0%}"  # (``min(share, 1.0)``)
-        suffers, inflicts = view.of(cls, other), view.of(other, cls)
+        labels = nodes.labels
+        held = labels.get(share)
+        if held is None:
+            held = labels[share] = f"{1.0 if share > 1.0 else share:.0%}"  # (``min(share, 1.0)``)
+        suffers, inflicts, worse = nodes.figures(view, cls, other)
         if guarded:
             what = (
                 f"latency-sensitive job {neighbour} ({other}, {held} of the node) would be "
-                f"slowed by it ({other} beside {cls}: {inflicts:.2f}x)"
+                f"slowed by it ({other} beside {cls}: {inflicts})"
             )
-        elif suffers >= inflicts:
+        elif worse:
             what = (
                 f"beside job {neighbour} ({other}, {held} of the node) it would be slowed "
-                f"({cls} beside {other}: {suffers:.2f}x)"
+                f"({cls} beside {other}: {suffers})"
             )
         else:
             what = (
                 f"job {neighbour} ({other}, {held} of the node) would be slowed by it "
-                f"({other} beside {cls}: {inflicts:.2f}x)"
+                f"({other} beside {cls}: {inflicts})"
             )
         return (
             f"passed over {table.names[a]} because of a neighbour (dissonance): {what}; "
