@@ -294,11 +294,7 @@ async def register(
         lost_check_after=now + cluster.config.heartbeat_interval_seconds * 3,
     )
     mine = Registration(reg, node, session, gone, asyncio.get_running_loop().create_future())
-    cluster.registering.append(mine)
-    while not mine.done.done():  # (more waited than one commit takes: the next batch)
-        async with cluster.change() as change:
-            if not mine.done.done():
-                await _commit_registrations(cluster, change)
+    await _wait_batched(cluster, cluster.registering, mine, _commit_registrations)
     await mine.done  # (AgentGone, or why the commit failed)
     return AgentRegistered(
         node=reg.node,
@@ -310,6 +306,31 @@ async def register(
         instructions_from=session.first_id,
         artifact_cache_bytes=cluster.config.artifacts.node_cache_bytes,
     )
+
+
+async def _wait_batched(
+    cluster: Cluster,
+    queue: list[W],
+    mine: W,
+    commit: Callable[[Cluster, Change], Awaitable[None]],
+) -> None:
+    """Queue ``mine`` and take the cluster's lock in turn until a ``commit`` (this
+    task's or another's, which takes the queue's first batch) has set its ``done``. A
+    task cancelled while ``mine`` still waits in the queue takes it out, so no later
+    batch commits what nobody is waiting for."""
+    queue.append(mine)
+    try:
+        while not mine.done.done():  # (more waited than one commit takes: the next batch)
+            async with cluster.change() as change:
+                if not mine.done.done():
+                    await commit(cluster, change)
+    finally:
+        if not mine.done.done():
+            for i, waiting in enumerate(queue):
+                if waiting is mine:
+                    del queue[i]
+                    mine.done.cancel()
+                    break
 
 
 async def _commit_registrations(cluster: Cluster, change: Change) -> None:
@@ -570,11 +591,7 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
     three round trips and a connection's check-out; their fixed part was most of the
     store's CPU per start."""
     mine = Reporting(node, reports, asyncio.get_running_loop().create_future())
-    cluster.reporting.append(mine)
-    while not mine.done.done():  # (more waited than one commit takes: the next batch)
-        async with cluster.change() as change:
-            if not mine.done.done():
-                await _commit_reports(cluster, change)
+    await _wait_batched(cluster, cluster.reporting, mine, _commit_reports)
     if await mine.done:
         # what they held is free: victims suspended for them go on before the next
         # scheduling pass can give those CPUs to someone else

@@ -163,3 +163,28 @@ def refuse(cluster: Cluster, job_id: int) -> None:
             yield Refusing(tx)
 
     cluster.store.transaction = transaction  # type: ignore[method-assign]
+
+
+def test_a_sync_cancelled_while_it_waits_leaves_the_queue(cluster: Cluster) -> None:
+    """A request cancelled while its reports wait for the writer takes them out of the
+    queue: the next batch commits only the reports someone still waits for."""
+    running(cluster)
+    count = counted(cluster)
+
+    async def scenario() -> BaseException | None:
+        async with cluster.change():
+            gone = asyncio.create_task(agents.apply_reports(cluster, "n1", reports(1)))
+            kept = asyncio.create_task(agents.apply_reports(cluster, "n2", reports(2)))
+            await asyncio.sleep(0.01)
+            gone.cancel()
+            await asyncio.sleep(0.01)
+            assert [w.node for w in cluster.reporting] == ["n2"]
+        answers = await asyncio.gather(gone, kept, return_exceptions=True)
+        assert isinstance(answers[0], asyncio.CancelledError)
+        return answers[1]
+
+    assert asyncio.run(scenario()) is None
+    assert count == [1]
+    assert not cluster.reporting
+    assert cluster.jobs[2].state is JobState.COMPLETED and cluster.jobs[12].launched
+    assert cluster.jobs[1].state is JobState.RUNNING and not cluster.jobs[11].launched
