@@ -220,6 +220,8 @@ def test_kept_user_predictions_plan_what_the_predictor_plans() -> None:
             assert plugin.runtime(job, elapsed) == planned_runtime(user, job, elapsed)
         other = job.evolve(time_limit_s=limit + 30)
         assert plugin.runtime(other, 10.0) == planned_runtime(user, other, 10.0)
+    # what is kept holds no job (an ended job's script and environment would stay alive)
+    assert all(isinstance(limit, int) for limit, _ in plugin._fixed.values())
     assert backfill.new({"mode": "easy", "predictor": "avg2"})._fixed is None
 
 

@@ -76,12 +76,14 @@ class Backfill:
             if isinstance(self.predictor, SharedPredictor)
             else partial(planned_runtime, self.predictor)
         )
-        # The requested time never changes for a job: job id → (job, its planned run
-        # time from the start), for the user predictor only (the others learn).
-        self._fixed: dict[int, tuple[Job, float]] | None = (
+        # The user predictor's planned run time depends on the job's time limit alone:
+        # job id → (the limit, its planned run time from the start), for it only (the
+        # others learn). No ``Job`` is held: an ended job's spec (script, environment)
+        # is not kept alive by its entry.
+        self._fixed: dict[int, tuple[int, float]] | None = (
             {} if type(self.predictor) is UserPredictor else None
         )
-        self._fixed_before: dict[int, tuple[Job, float]] = {}  # (``_FIXED_KEPT``)
+        self._fixed_before: dict[int, tuple[int, float]] = {}  # (``_FIXED_KEPT``)
 
     @property
     def interval_s(self) -> float:
@@ -109,11 +111,12 @@ class Backfill:
         fixed = self._fixed
         if fixed is None:
             return self._planned(job, elapsed_s)
+        limit = job.time_limit_s
         found = fixed.get(job.id)
-        if found is None or found[0] is not job:
+        if found is None or found[0] != limit:
             found = self._fixed_before.get(job.id)
-            if found is None or found[0] is not job:
-                found = (job, planned_runtime(self.predictor, job))
+            if found is None or found[0] != limit:
+                found = (limit, planned_runtime(self.predictor, job))
             if len(fixed) >= _FIXED_KEPT:
                 self._fixed_before, fixed = fixed, {}
                 self._fixed = fixed
