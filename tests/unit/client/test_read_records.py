@@ -3,6 +3,7 @@ validated from it carries, mappings kept dicts (``MAPS``, checked against the mo
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -12,8 +13,8 @@ import pytest
 from pydantic import BaseModel
 
 from hal.client import HalClient
-from hal.client.records import MAPS, Record, read
-from hal.wire.nodes import ClusterConfig, NodeInfo, NodeList
+from hal.client.records import DEFAULTS, MAPS, Record, read
+from hal.wire.nodes import ClusterConfig, NodeInfo, NodeList, PartitionInfo
 from hal.wire.priority import ShareInfo, ShareList
 from hal.wire.steps import StepInfo, StepList
 
@@ -134,3 +135,34 @@ def test_an_older_servers_partitions_read_their_state_from_up(
     validated = client.partitions()
     assert [p.state for p in viewed] == [p.state for p in validated] == ["DOWN", "UP", "DRAIN"]
     assert all(isinstance(p, Record) for p in viewed)
+
+
+OLDER = {  # an item of each list as a server sends it that knows only the required fields
+    "nodes.NodeList": _node("n1"),
+    "nodes.PartitionList": PartitionInfo(
+        name="a", default=True, up=False, max_time_seconds=0, default_time_seconds=0,
+        max_nodes=0, nodes=["n1"],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", sorted(OLDER))
+def test_fields_an_older_server_leaves_out_read_as_the_models_defaults(schema: str) -> None:
+    """``DEFAULTS`` holds every field of the list's items that has a default (but a
+    partition's ``state``, worked out from ``up``), at the model's default: a record of
+    an answer without them reads each as the model validated from it does."""
+    item = OLDER[schema]
+    defaults = {
+        name: field.get_default(call_default_factory=True)
+        for name, field in type(item).model_fields.items()
+        if not field.is_required() and name != "state"
+    }
+    kept = {k: list(v) if isinstance(v, tuple) else v for k, v in DEFAULTS[schema].items()}
+    assert kept == defaults
+    key = "nodes" if schema == "nodes.NodeList" else "partitions"
+    body = json.dumps({key: [item.model_dump(mode="json", exclude=set(defaults))]})
+    validated = getattr(read(body, schema), key)[0]
+    recorded = getattr(read(body, schema, validate=False), key)[0]
+    assert {n: _plain(getattr(recorded, n)) for n in defaults} == {
+        n: _plain(getattr(validated, n)) for n in defaults
+    }
