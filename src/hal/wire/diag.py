@@ -64,6 +64,7 @@ class SchedulerDiag(WireModel):
     # (sdiag's "Agent queue size": Slurm's messages queued to its slurmds)
     agent_queue_size: int | None = None
     rpc_by_type: list[RpcCount] = Field(default_factory=list)
+    rpc_by_user: list[RpcCount] = Field(default_factory=list)
     # the passes alone, without the forecast slices (sdiag's main schedule statistics):
     # the last, the longest, their sum and Slurm's integer mean over ``cycles``
     last_pass_s: float | None = None
@@ -75,7 +76,6 @@ class SchedulerDiag(WireModel):
     forecast_slices: int | None = None
     last_forecast_slice_s: float | None = None
     max_forecast_slice_s: float | None = None
-    rpc_by_user: list[RpcCount] = Field(default_factory=list)
 
     def main_schedule(self) -> tuple[float, float, float, int]:
         """The passes' last, longest, summed (seconds) and mean (µs) duration: Slurm's

@@ -12,7 +12,7 @@ alert                  fires when                                               
 ``HalQueueStuck``      runnable jobs (Priority/Resources/WaitingForScheduling)     warning
                        waited ``queue_stuck_s``, CPUs are idle on UP nodes, and no
                        job started in that time
-``HalSchedulerSlow``   the last scheduling pass took longer than ``cycle_slow_s``  warning
+``HalSchedulerSlow``   the last scheduling cycle took longer than ``cycle_slow_s`` warning
 ``HalGpuUnhealthy``    a node is drained by its GPUs' health read (a lost GPU,     critical
                        uncorrectable ECC errors, a pending row remap)
 =====================  ==========================================================  ========
@@ -111,7 +111,7 @@ class AlertEvaluator:
         self.cluster = cluster
         self.config = config
         self.last_start = last_start  # when a job last started (0: never)
-        self.last_cycle_s = last_cycle_s  # duration of the last scheduling pass
+        self.last_cycle_s = last_cycle_s  # the last scheduling cycle's duration (pass + slice)
         self.on_registration = on_registration
         self.on_forgotten = on_forgotten
         self.active: dict[tuple[str, tuple[tuple[str, str], ...]], Alert] = {}
@@ -254,7 +254,8 @@ class AlertEvaluator:
             yield Finding(
                 "HalSchedulerSlow",
                 "warning",
-                f"the last scheduling pass took {last:.2f} s (limit {self.config.cycle_slow_s} s)",
+                f"the last scheduling cycle (pass and forecast slice) took {last:.2f} s "
+                f"(limit {self.config.cycle_slow_s} s)",
             )
 
 

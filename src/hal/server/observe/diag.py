@@ -43,8 +43,8 @@ def _sum(metric: Counter | Gauge | Histogram, suffix: str, **labels: str) -> flo
 @dataclass(frozen=True, slots=True)
 class Counted:
     """The Prometheus counters sdiag reads, at one moment. ``/metrics`` never goes back
-        (a counter that did would break every ``rate()``), so sdiag -r keeps the values of
-        its moment (``ObservePlane.diag_base``) and sdiag shows what was added since. A cycle
+    (a counter that did would break every ``rate()``), so sdiag -r keeps the values of
+    its moment (``ObservePlane.diag_base``) and sdiag shows what was added since. A cycle
     is its pass and the forecast slice after it (``cycle_s``; ``pass_s`` the passes
     alone)."""
 
