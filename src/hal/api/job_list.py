@@ -15,7 +15,12 @@ job's) and serialised again only when they changed. The body is the same JSON as
 the dozen its format shows, a sixth of the bytes to send and to parse. Each field set
 asked for keeps its own JSON of each job, worked out from the job alone (its own fields
 validated by a model of just those, its live fields only those asked for), so the full
-form's is never read back; the ``MAX_FIELD_SETS`` asked for last are kept.
+form's is never read back; the ``MAX_FIELD_SETS`` asked for last are kept. A set asked
+for the first time takes each job's ``"name":value`` pieces of its own fields from the
+sets already kept of that job's version (``_split``: exact where a kept set holds only
+``FLAT_FIELDS``, since ``,"name":`` cannot occur inside their values), and builds only
+those no kept set has: a new ``squeue -o`` costs its new fields, not every field. No
+piece is kept apart: each is cut from a kept set's JSON when a new set needs it.
 
 ``omit_defaults`` (ADR 0028) leaves out of each job the fields whose value is their
 default in ``JobInfo`` (``JOB_DEFAULTS``, the OpenAPI schema's ``default``): a pending
@@ -32,10 +37,12 @@ steps and runs whole: ``sacct``'s default format asks for 27 fields, and no job'
 from __future__ import annotations
 
 import asyncio
+import enum
+import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, create_model
 
@@ -67,6 +74,41 @@ JOB_DEFAULTS: dict[str, Any] = {
 }
 
 
+def _flat(annotation: Any) -> bool:
+    """Whether a value so typed serialises without a JSON object in it."""
+    if isinstance(annotation, type) and not get_args(annotation):
+        return annotation in (str, int, float, bool, type(None)) or issubclass(
+            annotation, enum.Enum
+        )
+    args = get_args(annotation)
+    return (
+        bool(args)
+        and get_origin(annotation) in (list, tuple, Union, types.UnionType)
+        and all(a is Ellipsis or _flat(a) for a in args)
+    )
+
+
+# the fields whose JSON holds no object: ``,"name":`` (a quote inside a string is
+# escaped) cannot occur inside their values, so a JSON of just these splits exactly
+FLAT_FIELDS = frozenset(n for n, f in JobInfo.model_fields.items() if _flat(f.annotation))
+_KEYS = {n: b',"' + n.encode() + b'":' for n in JOB_FIELDS}
+
+
+def _split(head: bytes, names: Sequence[str]) -> dict[str, bytes]:
+    """The ``"name":value`` piece of each of ``names`` in ``head`` (``"a":1,"b":2``:
+    just those fields, all in ``FLAT_FIELDS``, in that order, some maybe left out)."""
+    text = b"," + head
+    found: list[tuple[int, str]] = []
+    start = 0
+    for name in names:
+        at = text.find(_KEYS[name], start)
+        if at >= 0:
+            found.append((at, name))
+            start = at + 1
+    ends = [start for start, _ in found[1:]] + [len(text)]
+    return {name: text[start + 1 : end] for (start, name), end in zip(found, ends, strict=False)}
+
+
 def _model(name: str, fields: frozenset[str]) -> TypeAdapter[Any]:
     """An adapter of a model of just ``fields`` of ``JobInfo``, typed as JobInfo's."""
     model: type[BaseModel] = create_model(  # type: ignore[call-overload]
@@ -83,6 +125,8 @@ class _Shape:
     own: frozenset[str]
     live: frozenset[str]
     full: bool  # every field: the own part validated as a whole ``JobInfo``
+    omit_defaults: bool
+    order: tuple[str, ...]  # ``own`` in JobInfo's order: the order of its JSON
     own_model: TypeAdapter[Any]
     live_model: TypeAdapter[Any]
     defaults: dict[str, Any]  # what is left out at its default: none without omit_defaults
@@ -98,6 +142,8 @@ class _Shape:
             own,
             live,
             full,
+            omit_defaults,
+            tuple(n for n in JOB_FIELDS if n in own),
             _model("JobInfoOwn", own),
             _model("JobInfoLive", live),
             {n: d for n, d in JOB_DEFAULTS.items() if n in fields} if omit_defaults else {},
@@ -176,17 +222,28 @@ class JobListCache:
 
     def __init__(self) -> None:
         self.shapes: dict[tuple[frozenset[str], bool], _Shape] = {}
+        # the shapes of the fields a new set builds beyond those kept sets hold
+        self.parts: dict[tuple[frozenset[str], bool], _Shape] = {}
         self.built = 0  # JSON serialised afresh, a job's or its live fields'
 
     def _shape(self, fields: frozenset[str], omit_defaults: bool) -> _Shape:
-        key = (fields, omit_defaults)
-        shape = self.shapes.pop(key, None)  # (taken out and put back: the latest last)
-        if shape is None:
-            shape = _Shape.of(fields, omit_defaults)
-            while len(self.shapes) >= MAX_FIELD_SETS:
-                del self.shapes[next(iter(self.shapes))]
-        self.shapes[key] = shape
-        return shape
+        return _latest(self.shapes, (fields, omit_defaults), MAX_FIELD_SETS)
+
+    def _sources(self, shape: _Shape) -> list[_Shape]:
+        """The kept sets ``shape``'s own fields may be cut from, most shared fields
+        first: those of only ``FLAT_FIELDS`` leaving out the same defaults."""
+        if shape.full or not shape.own:
+            return []
+        found = [
+            other
+            for other in self.shapes.values()
+            if other is not shape
+            and not other.full
+            and other.omit_defaults == shape.omit_defaults
+            and other.own <= FLAT_FIELDS
+            and not other.own.isdisjoint(shape.own)
+        ]
+        return sorted(found, key=lambda other: -len(other.own & shape.own))
 
     async def body(
         self,
@@ -205,12 +262,13 @@ class JobListCache:
         parts: list[bytes] = []
         built = self.built
         entries, settled_only = shape.entries, not shape.live
+        sources = self._sources(shape)
         for job in jobs:
             entry = entries.get(job.id)  # (most of a queue: its JSON as kept, no call)
             if entry is not None and entry.job is job and (settled_only or entry.settled):
                 parts.append(entry.whole)
                 continue
-            parts.append(self._json(shape, job, cluster, now))
+            parts.append(self._json(shape, job, cluster, now, sources))
             if self.built - built >= YIELD_EVERY:
                 built = self.built
                 await asyncio.sleep(0)
@@ -219,12 +277,14 @@ class JobListCache:
             shape.entries = {k: e for k, e in shape.entries.items() if held.get(k) is e.job}
         return b'{"jobs":[' + b",".join(parts) + b"]}"
 
-    def _json(self, shape: _Shape, job: Job, cluster: Cluster, now: float) -> bytes:
+    def _json(
+        self, shape: _Shape, job: Job, cluster: Cluster, now: float, sources: list[_Shape]
+    ) -> bytes:
         entry = shape.entries.get(job.id)
         if entry is not None and entry.job is job and (not shape.live or entry.settled):
             return entry.whole  # (no field to work out)
         if entry is None or entry.job is not job:
-            entry = shape.entries[job.id] = self._build(shape, job, cluster, now)
+            entry = shape.entries[job.id] = self._build(shape, job, cluster, now, sources)
             self.built += 1
             return entry.whole
         live = live_fields(job, cluster, now, None if shape.full else shape.live)
@@ -235,7 +295,9 @@ class JobListCache:
             self.built += 1
         return entry.whole
 
-    def _build(self, shape: _Shape, job: Job, cluster: Cluster, now: float) -> _Entry:
+    def _build(
+        self, shape: _Shape, job: Job, cluster: Cluster, now: float, sources: list[_Shape]
+    ) -> _Entry:
         if shape.full:
             live = live_fields(job, cluster, now)
             info = JobInfo(**job_fields(job), **live)  # validated once per version
@@ -243,11 +305,57 @@ class JobListCache:
             head = _inner(_INFO.dump_json(info, include=set(shape.own) - omitted))
             tail = _inner(_INFO.dump_json(info, include=set(shape.live) - omitted))
             return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
-        head, live, tail = _parts(shape, job, cluster, now)
+        if sources:
+            head = self._head(shape, job, cluster, sources)
+            live = live_fields(job, cluster, now, shape.live)
+            tail = shape.dump(shape.live_model, live)
+        else:
+            head, live, tail = _parts(shape, job, cluster, now)
         return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
+
+    def _head(self, shape: _Shape, job: Job, cluster: Cluster, sources: list[_Shape]) -> bytes:
+        """``job``'s own fields of ``shape`` (``_Entry.head``), each cut from a kept set of
+        this version of it where one has the field, the others built: the same bytes as
+        building them all."""
+        pieces: dict[str, bytes] = {}
+        covered: frozenset[str] = frozenset()
+        for source in sources:
+            entry = source.entries.get(job.id)
+            if entry is None or entry.job is not job:
+                continue
+            pieces.update(_split(entry.head, source.order))
+            covered |= source.own
+            if shape.own <= covered:
+                break
+        missing = shape.own - covered
+        if missing:
+            flat = missing & FLAT_FIELDS
+            for names in ([flat] if flat else []) + [frozenset({n}) for n in missing - flat]:
+                # (the flat ones in one JSON, split; each other alone: its JSON is its piece)
+                part = _latest(self.parts, (names, shape.omit_defaults), 4 * MAX_FIELD_SETS)
+                head = part.dump(part.own_model, part.values(job, cluster))
+                if names <= FLAT_FIELDS:
+                    pieces.update(_split(head, part.order))
+                elif head:
+                    pieces[part.order[0]] = head
+        return b",".join(pieces[n] for n in shape.order if n in pieces)
 
 
 _INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
+
+
+def _latest(
+    shapes: dict[tuple[frozenset[str], bool], _Shape], key: tuple[frozenset[str], bool], most: int
+) -> _Shape:
+    """The shape of ``key`` in ``shapes``, made where not there, which keeps the ``most``
+    asked for last (taken out and put back: the latest last)."""
+    shape = shapes.pop(key, None)
+    if shape is None:
+        shape = _Shape.of(*key)
+        while len(shapes) >= most:
+            del shapes[next(iter(shapes))]
+    shapes[key] = shape
+    return shape
 
 
 def _parts(
