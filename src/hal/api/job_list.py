@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import re
 import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -91,22 +92,80 @@ def _flat(annotation: Any) -> bool:
 # the fields whose JSON holds no object: ``,"name":`` (a quote inside a string is
 # escaped) cannot occur inside their values, so a JSON of just these splits exactly
 FLAT_FIELDS = frozenset(n for n, f in JobInfo.model_fields.items() if _flat(f.annotation))
-_KEYS = {n: b',"' + n.encode() + b'":' for n in JOB_FIELDS}
+# where a JSON of just ``FLAT_FIELDS`` (``"a":1,"b":[2]``) has a field: its names, and
+# the commas between its fields
+_NAMES = re.compile(rb'(?:^|,)"([^"]+)":')
+_BETWEEN = re.compile(rb',(?="[^"]+":)')
 
 
-def _split(head: bytes, names: Sequence[str]) -> dict[str, bytes]:
-    """The ``"name":value`` piece of each of ``names`` in ``head`` (``"a":1,"b":2``:
-    just those fields, all in ``FLAT_FIELDS``, in that order, some maybe left out)."""
+def _split(head: bytes) -> dict[bytes, bytes]:
+    """The ``"name":value`` piece of each field in ``head`` (``"a":1,"b":2``: fields all
+    in ``FLAT_FIELDS``, without braces), by its name."""
+    return dict(zip(_NAMES.findall(head), _BETWEEN.split(head), strict=True)) if head else {}
+
+
+# a field set's own fields as cut from a kept set's JSON of a job (``_cut``), in their
+# order: a run of fields that lie together there (their keys, ``,"name":``, and those
+# of the kept set's fields after them), or a field's name that is built
+_Plan = tuple[tuple[tuple[bytes, ...], tuple[bytes, ...]] | bytes, ...]
+
+
+def _key(name: bytes) -> bytes:
+    return b',"' + name + b'":'
+
+
+def _plan(order: Sequence[bytes], kept: Sequence[bytes]) -> _Plan:
+    """How to cut the fields ``order`` from a JSON of the fields ``kept`` (each in
+    JobInfo's order, all of ``kept`` in ``FLAT_FIELDS``)."""
+    at = {name: n for n, name in enumerate(kept)}
+    plan: list[tuple[tuple[bytes, ...], tuple[bytes, ...]] | bytes] = []
+    run: list[bytes] = []
+
+    def close() -> None:
+        if run:
+            after = kept[at[run[-1]] + 1 :]
+            plan.append((tuple(_key(n) for n in run), tuple(_key(n) for n in after)))
+            run.clear()
+
+    for name in order:
+        if name not in at or (run and at[name] != at[run[-1]] + 1):
+            close()
+        if name in at:
+            run.append(name)
+        else:
+            plan.append(name)
+    close()
+    return tuple(plan)
+
+
+def _cut(head: bytes, plan: _Plan, built: Mapping[bytes, bytes]) -> bytes:
+    """The JSON, without braces, of the fields ``plan`` names, cut from ``head`` (a kept
+    set's, of only ``FLAT_FIELDS``: ``,"name":`` occurs in it only before a field) or
+    taken from ``built`` (by name; a field not there is left out at its default)."""
     text = b"," + head
-    found: list[tuple[int, str]] = []
-    start = 0
-    for name in names:
-        at = text.find(_KEYS[name], start)
-        if at >= 0:
-            found.append((at, name))
-            start = at + 1
-    ends = [start for start, _ in found[1:]] + [len(text)]
-    return {name: text[start + 1 : end] for (start, name), end in zip(found, ends, strict=False)}
+    out = []
+    for step in plan:
+        if isinstance(step, bytes):
+            piece = built.get(step)
+            if piece:
+                out.append(piece)
+            continue
+        run, after = step
+        start = -1
+        for key in run:  # (the first of them there: the others before it are left out)
+            start = text.find(key)
+            if start >= 0:
+                break
+        if start < 0:
+            continue
+        end = len(text)
+        for key in after:
+            found = text.find(key, start + 1)
+            if found >= 0:
+                end = found
+                break
+        out.append(text[start + 1 : end])
+    return b",".join(out)
 
 
 def _model(name: str, fields: frozenset[str]) -> TypeAdapter[Any]:
@@ -126,12 +185,15 @@ class _Shape:
     live: frozenset[str]
     full: bool  # every field: the own part validated as a whole ``JobInfo``
     omit_defaults: bool
-    order: tuple[str, ...]  # ``own`` in JobInfo's order: the order of its JSON
+    order: tuple[bytes, ...]  # ``own``'s names in JobInfo's order: the order of its JSON
     own_model: TypeAdapter[Any]
     live_model: TypeAdapter[Any]
     defaults: dict[str, Any]  # what is left out at its default: none without omit_defaults
     own_fields: Callable[[Job], dict[str, Any]]  # ``job_fields`` of ``own`` (and a few more)
     profile_own: bool  # some of ``own`` are ``profile_fields``'
+    # how to cut ``own`` from a kept set's JSON (``_plan``) and build the others, by that
+    # set's own fields
+    cuts: dict[frozenset[str], tuple[_Plan, tuple[_Shape, ...]]] = field(default_factory=dict)
     entries: dict[int, _Entry] = field(default_factory=dict)
 
     @classmethod
@@ -143,7 +205,7 @@ class _Shape:
             live,
             full,
             omit_defaults,
-            tuple(n for n in JOB_FIELDS if n in own),
+            tuple(n.encode() for n in JOB_FIELDS if n in own),
             _model("JobInfoOwn", own),
             _model("JobInfoLive", live),
             {n: d for n, d in JOB_DEFAULTS.items() if n in fields} if omit_defaults else {},
@@ -307,41 +369,62 @@ class JobListCache:
             return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
         if sources:
             head = self._head(shape, job, cluster, sources)
-            live = live_fields(job, cluster, now, shape.live)
-            tail = shape.dump(shape.live_model, live)
+            # (a settled job's live fields never change: those of a kept set with the same)
+            kept = _kept(shape.live, job, sources)
+            if kept is not None and kept.settled:
+                live, tail = kept.live, kept.tail
+            else:
+                live = live_fields(job, cluster, now, shape.live)
+                tail = shape.dump(shape.live_model, live)
         else:
             head, live, tail = _parts(shape, job, cluster, now)
         return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
 
     def _head(self, shape: _Shape, job: Job, cluster: Cluster, sources: list[_Shape]) -> bytes:
-        """``job``'s own fields of ``shape`` (``_Entry.head``), each cut from a kept set of
-        this version of it where one has the field, the others built: the same bytes as
+        """``job``'s own fields of ``shape`` (``_Entry.head``): those a kept set of this
+        version of it has cut from its JSON, the others built; the same bytes as
         building them all."""
-        pieces: dict[str, bytes] = {}
-        covered: frozenset[str] = frozenset()
         for source in sources:
             entry = source.entries.get(job.id)
-            if entry is None or entry.job is not job:
-                continue
-            pieces.update(_split(entry.head, source.order))
-            covered |= source.own
-            if shape.own <= covered:
+            if entry is not None and entry.job is job:
                 break
-        missing = shape.own - covered
-        if missing:
-            flat = missing & FLAT_FIELDS
-            for names in ([flat] if flat else []) + [frozenset({n}) for n in missing - flat]:
-                # (the flat ones in one JSON, split; each other alone: its JSON is its piece)
-                part = _latest(self.parts, (names, shape.omit_defaults), 4 * MAX_FIELD_SETS)
-                head = part.dump(part.own_model, part.values(job, cluster))
-                if names <= FLAT_FIELDS:
-                    pieces.update(_split(head, part.order))
-                elif head:
-                    pieces[part.order[0]] = head
-        return b",".join(pieces[n] for n in shape.order if n in pieces)
+        else:
+            return shape.dump(shape.own_model, shape.values(job, cluster))
+        found = shape.cuts.get(source.own)
+        if found is None:
+            found = shape.cuts[source.own] = self._cuts(shape, source)
+        plan, parts = found
+        built: dict[bytes, bytes] = {}
+        for part in parts:
+            head = part.dump(part.own_model, part.values(job, cluster))
+            if len(part.order) > 1:
+                built.update(_split(head))
+            elif head:
+                built[part.order[0]] = head
+        return _cut(entry.head, plan, built)
+
+    def _cuts(self, shape: _Shape, source: _Shape) -> tuple[_Plan, tuple[_Shape, ...]]:
+        """How to cut ``shape``'s own fields from ``source``'s JSON, and the shapes that
+        build the others: the flat ones in one JSON, split; each other alone (its JSON
+        is its piece)."""
+        missing = shape.own - source.own
+        flat = missing & FLAT_FIELDS
+        groups = ([flat] if flat else []) + [frozenset({n}) for n in missing - flat]
+        parts = (_latest(self.parts, (g, shape.omit_defaults), 4 * MAX_FIELD_SETS) for g in groups)
+        return _plan(shape.order, source.order), tuple(parts)
 
 
 _INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
+
+
+def _kept(live: frozenset[str], job: Job, sources: list[_Shape]) -> _Entry | None:
+    """The entry of this version of ``job`` in the first of ``sources`` with just the
+    live fields ``live``; None where none has one."""
+    for source in sources:
+        entry = source.entries.get(job.id)
+        if source.live == live and entry is not None and entry.job is job:
+            return entry
+    return None
 
 
 def _latest(

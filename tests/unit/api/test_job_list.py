@@ -210,7 +210,7 @@ def test_a_new_field_set_cut_from_kept_ones_is_the_json_built_from_scratch() -> 
     clock, cluster = four_jobs()
     tricky = 'a,"state":"RUNNING","priority":7'
     store(cluster, make_job(7).name(tricky).comment(',"nice":3}').build())
-    first = frozenset(["id", "name", "state", "priority", "start_time", "nodes", "nice"])
+    first = frozenset(["id", "name", "state", "priority", "start_time", "nodes", "nice", "cost"])
     second = first - {"priority"} | {"comment", "steps", "runs", "gpu_usage", "end_time"}
     third = frozenset(["name", "comment", "nice", "submit_time", "runs", "cpu_seconds"])
     jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
