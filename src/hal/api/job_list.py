@@ -16,11 +16,13 @@ the dozen its format shows, a sixth of the bytes to send and to parse. Each fiel
 asked for keeps its own JSON of each job, worked out from the job alone (its own fields
 validated by a model of just those, its live fields only those asked for), so the full
 form's is never read back; the ``MAX_FIELD_SETS`` asked for last are kept. A set asked
-for the first time takes each job's ``"name":value`` pieces of its own fields from the
-sets already kept of that job's version (``_split``: exact where a kept set holds only
-``FLAT_FIELDS``, since ``,"name":`` cannot occur inside their values), and builds only
-those no kept set has: a new ``squeue -o`` costs its new fields, not every field. No
-piece is kept apart: each is cut from a kept set's JSON when a new set needs it.
+for the first time cuts each job's own fields from a kept set's JSON of that job's
+version (one of only ``FLAT_FIELDS``, leaving out the same defaults: ``,"name":`` occurs
+in it only before a field), runs of adjacent fields at a time (``_plan``, ``_cut``), and
+builds only the others; a plain pending job's live fields (``live_settled``) are that
+set's where it has the same. A new ``squeue -o`` with a field or two beyond a kept set
+costs about half of building it all (docs/benchmarks-scale.md). Nothing more is kept of
+a job: each set's JSON is its own bytes (a settled job's live part shared).
 
 ``omit_defaults`` (ADR 0028) leaves out of each job the fields whose value is their
 default in ``JobInfo`` (``JOB_DEFAULTS``, the OpenAPI schema's ``default``): a pending
@@ -38,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import re
 import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -90,67 +91,50 @@ def _flat(annotation: Any) -> bool:
 
 
 # the fields whose JSON holds no object: ``,"name":`` (a quote inside a string is
-# escaped) cannot occur inside their values, so a JSON of just these splits exactly
+# escaped) cannot occur inside their values, so a JSON of just these has it only before
+# each field
 FLAT_FIELDS = frozenset(n for n, f in JobInfo.model_fields.items() if _flat(f.annotation))
-# where a JSON of just ``FLAT_FIELDS`` (``"a":1,"b":[2]``) has a field: its names, and
-# the commas between its fields
-_NAMES = re.compile(rb'(?:^|,)"([^"]+)":')
-_BETWEEN = re.compile(rb',(?="[^"]+":)')
 
-
-def _split(head: bytes) -> dict[bytes, bytes]:
-    """The ``"name":value`` piece of each field in ``head`` (``"a":1,"b":2``: fields all
-    in ``FLAT_FIELDS``, without braces), by its name."""
-    return dict(zip(_NAMES.findall(head), _BETWEEN.split(head), strict=True)) if head else {}
-
-
-# a field set's own fields as cut from a kept set's JSON of a job (``_cut``), in their
-# order: a run of fields that lie together there (their keys, ``,"name":``, and those
-# of the kept set's fields after them), or a field's name that is built
-_Plan = tuple[tuple[tuple[bytes, ...], tuple[bytes, ...]] | bytes, ...]
+# a field set's own fields as cut from JSONs of a job's fields (``_cut``), in their
+# order: runs of fields that lie together in one of them (which, their keys,
+# ``,"name":``, and those of the fields after them there)
+_Plan = tuple[tuple[int, tuple[bytes, ...], tuple[bytes, ...]], ...]
 
 
 def _key(name: bytes) -> bytes:
     return b',"' + name + b'":'
 
 
-def _plan(order: Sequence[bytes], kept: Sequence[bytes]) -> _Plan:
-    """How to cut the fields ``order`` from a JSON of the fields ``kept`` (each in
-    JobInfo's order, all of ``kept`` in ``FLAT_FIELDS``)."""
-    at = {name: n for n, name in enumerate(kept)}
-    plan: list[tuple[tuple[bytes, ...], tuple[bytes, ...]] | bytes] = []
-    run: list[bytes] = []
-
-    def close() -> None:
-        if run:
-            after = kept[at[run[-1]] + 1 :]
-            plan.append((tuple(_key(n) for n in run), tuple(_key(n) for n in after)))
-            run.clear()
-
+def _plan(order: Sequence[bytes], kept: Sequence[Sequence[bytes]]) -> _Plan:
+    """How to cut the fields ``order`` from JSONs of the fields ``kept`` (each in
+    JobInfo's order; one of ``FLAT_FIELDS`` but for one field, each field of ``order``
+    in one of them; a field in more than one is cut from the first)."""
+    at: dict[bytes, tuple[int, int]] = {}
+    for k, names in enumerate(kept):
+        for n, name in enumerate(names):
+            at.setdefault(name, (k, n))
+    runs: list[list[bytes]] = []
     for name in order:
-        if name not in at or (run and at[name] != at[run[-1]] + 1):
-            close()
-        if name in at:
-            run.append(name)
+        k, n = at[name]
+        if runs and at[runs[-1][-1]] == (k, n - 1):
+            runs[-1].append(name)
         else:
-            plan.append(name)
-    close()
+            runs.append([name])
+    plan = []
+    for run in runs:
+        k, n = at[run[-1]]
+        plan.append((k, tuple(map(_key, run)), tuple(map(_key, kept[k][n + 1 :]))))
     return tuple(plan)
 
 
-def _cut(head: bytes, plan: _Plan, built: Mapping[bytes, bytes]) -> bytes:
-    """The JSON, without braces, of the fields ``plan`` names, cut from ``head`` (a kept
-    set's, of only ``FLAT_FIELDS``: ``,"name":`` occurs in it only before a field) or
-    taken from ``built`` (by name; a field not there is left out at its default)."""
-    text = b"," + head
+def _cut(heads: Sequence[bytes], plan: _Plan) -> bytes:
+    """The JSON, without braces, of the fields ``plan`` names, cut from ``heads`` (each
+    ``"a":1,"b":2``, the JSON of the fields ``_plan`` was given, those left out at their
+    default absent)."""
+    texts = [b"," + head for head in heads]
     out = []
-    for step in plan:
-        if isinstance(step, bytes):
-            piece = built.get(step)
-            if piece:
-                out.append(piece)
-            continue
-        run, after = step
+    for k, run, after in plan:
+        text = texts[k]
         start = -1
         for key in run:  # (the first of them there: the others before it are left out)
             start = text.find(key)
@@ -394,24 +378,20 @@ class JobListCache:
         if found is None:
             found = shape.cuts[source.own] = self._cuts(shape, source)
         plan, parts = found
-        built: dict[bytes, bytes] = {}
-        for part in parts:
-            head = part.dump(part.own_model, part.values(job, cluster))
-            if len(part.order) > 1:
-                built.update(_split(head))
-            elif head:
-                built[part.order[0]] = head
-        return _cut(entry.head, plan, built)
+        heads = [entry.head]
+        heads += [part.dump(part.own_model, part.values(job, cluster)) for part in parts]
+        return _cut(heads, plan)
 
     def _cuts(self, shape: _Shape, source: _Shape) -> tuple[_Plan, tuple[_Shape, ...]]:
-        """How to cut ``shape``'s own fields from ``source``'s JSON, and the shapes that
-        build the others: the flat ones in one JSON, split; each other alone (its JSON
-        is its piece)."""
+        """How to cut ``shape``'s own fields from ``source``'s JSON and those of the
+        shapes that build the others (the flat ones together, each other alone), and
+        those shapes."""
         missing = shape.own - source.own
         flat = missing & FLAT_FIELDS
         groups = ([flat] if flat else []) + [frozenset({n}) for n in missing - flat]
-        parts = (_latest(self.parts, (g, shape.omit_defaults), 4 * MAX_FIELD_SETS) for g in groups)
-        return _plan(shape.order, source.order), tuple(parts)
+        parts = [_latest(self.parts, (g, shape.omit_defaults), 4 * MAX_FIELD_SETS) for g in groups]
+        plan = _plan(shape.order, [source.order] + [part.order for part in parts])
+        return plan, tuple(parts)
 
 
 _INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
