@@ -15,7 +15,14 @@ job's) and serialised again only when they changed. The body is the same JSON as
 the dozen its format shows, a sixth of the bytes to send and to parse. Each field set
 asked for keeps its own JSON of each job, worked out from the job alone (its own fields
 validated by a model of just those, its live fields only those asked for), so the full
-form's is never read back; the ``MAX_FIELD_SETS`` asked for last are kept.
+form's is never read back; the ``MAX_FIELD_SETS`` asked for last are kept. A set asked
+for the first time cuts each job's own fields from a kept set's JSON of that job's
+version (one of only ``FLAT_FIELDS``, leaving out the same defaults: ``,"name":`` occurs
+in it only before a field), runs of adjacent fields at a time (``_plan``, ``_cut``), and
+builds only the others; a plain pending job's live fields (``live_settled``) are that
+set's where it has the same. A new ``squeue -o`` with a field or two beyond a kept set
+costs about half of building it all (docs/benchmarks-scale.md). Nothing more is kept of
+a job: each set's JSON is its own bytes (a settled job's live part shared).
 
 ``omit_defaults`` (ADR 0028) leaves out of each job the fields whose value is their
 default in ``JobInfo`` (``JOB_DEFAULTS``, the OpenAPI schema's ``default``): a pending
@@ -32,10 +39,12 @@ steps and runs whole: ``sacct``'s default format asks for 27 fields, and no job'
 from __future__ import annotations
 
 import asyncio
+import enum
+import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, create_model
 
@@ -67,6 +76,82 @@ JOB_DEFAULTS: dict[str, Any] = {
 }
 
 
+def _flat(annotation: Any) -> bool:
+    """Whether a value so typed serialises without a JSON object in it."""
+    if isinstance(annotation, type) and not get_args(annotation):
+        return annotation in (str, int, float, bool, type(None)) or issubclass(
+            annotation, enum.Enum
+        )
+    args = get_args(annotation)
+    return (
+        bool(args)
+        and get_origin(annotation) in (list, tuple, Union, types.UnionType)
+        and all(a is Ellipsis or _flat(a) for a in args)
+    )
+
+
+# the fields whose JSON holds no object: ``,"name":`` (a quote inside a string is
+# escaped) cannot occur inside their values, so a JSON of just these has it only before
+# each field
+FLAT_FIELDS = frozenset(n for n, f in JobInfo.model_fields.items() if _flat(f.annotation))
+
+# a field set's own fields as cut from JSONs of a job's fields (``_cut``), in their
+# order: runs of fields that lie together in one of them (which, their keys,
+# ``,"name":``, and those of the fields after them there)
+_Plan = tuple[tuple[int, tuple[bytes, ...], tuple[bytes, ...]], ...]
+
+
+def _key(name: bytes) -> bytes:
+    return b',"' + name + b'":'
+
+
+def _plan(order: Sequence[bytes], kept: Sequence[Sequence[bytes]]) -> _Plan:
+    """How to cut the fields ``order`` from JSONs of the fields ``kept`` (each in
+    JobInfo's order; one of ``FLAT_FIELDS`` but for one field, each field of ``order``
+    in one of them; a field in more than one is cut from the first)."""
+    at: dict[bytes, tuple[int, int]] = {}
+    for k, names in enumerate(kept):
+        for n, name in enumerate(names):
+            at.setdefault(name, (k, n))
+    runs: list[list[bytes]] = []
+    for name in order:
+        k, n = at[name]
+        if runs and at[runs[-1][-1]] == (k, n - 1):
+            runs[-1].append(name)
+        else:
+            runs.append([name])
+    plan = []
+    for run in runs:
+        k, n = at[run[-1]]
+        plan.append((k, tuple(map(_key, run)), tuple(map(_key, kept[k][n + 1 :]))))
+    return tuple(plan)
+
+
+def _cut(heads: Sequence[bytes], plan: _Plan) -> bytes:
+    """The JSON, without braces, of the fields ``plan`` names, cut from ``heads`` (each
+    ``"a":1,"b":2``, the JSON of the fields ``_plan`` was given, those left out at their
+    default absent)."""
+    texts = [b"," + head for head in heads]
+    out = []
+    for k, run, after in plan:
+        text = texts[k]
+        start = -1
+        for key in run:  # (the first of them there: the others before it are left out)
+            start = text.find(key)
+            if start >= 0:
+                break
+        if start < 0:
+            continue
+        end = len(text)
+        for key in after:
+            found = text.find(key, start + 1)
+            if found >= 0:
+                end = found
+                break
+        out.append(text[start + 1 : end])
+    return b",".join(out)
+
+
 def _model(name: str, fields: frozenset[str]) -> TypeAdapter[Any]:
     """An adapter of a model of just ``fields`` of ``JobInfo``, typed as JobInfo's."""
     model: type[BaseModel] = create_model(  # type: ignore[call-overload]
@@ -83,11 +168,16 @@ class _Shape:
     own: frozenset[str]
     live: frozenset[str]
     full: bool  # every field: the own part validated as a whole ``JobInfo``
+    omit_defaults: bool
+    order: tuple[bytes, ...]  # ``own``'s names in JobInfo's order: the order of its JSON
     own_model: TypeAdapter[Any]
     live_model: TypeAdapter[Any]
     defaults: dict[str, Any]  # what is left out at its default: none without omit_defaults
     own_fields: Callable[[Job], dict[str, Any]]  # ``job_fields`` of ``own`` (and a few more)
     profile_own: bool  # some of ``own`` are ``profile_fields``'
+    # how to cut ``own`` from a kept set's JSON (``_plan``) and build the others, by that
+    # set's own fields
+    cuts: dict[frozenset[str], tuple[_Plan, tuple[_Shape, ...]]] = field(default_factory=dict)
     entries: dict[int, _Entry] = field(default_factory=dict)
 
     @classmethod
@@ -98,6 +188,8 @@ class _Shape:
             own,
             live,
             full,
+            omit_defaults,
+            tuple(n.encode() for n in JOB_FIELDS if n in own),
             _model("JobInfoOwn", own),
             _model("JobInfoLive", live),
             {n: d for n, d in JOB_DEFAULTS.items() if n in fields} if omit_defaults else {},
@@ -176,17 +268,28 @@ class JobListCache:
 
     def __init__(self) -> None:
         self.shapes: dict[tuple[frozenset[str], bool], _Shape] = {}
+        # the shapes of the fields a new set builds beyond those kept sets hold
+        self.parts: dict[tuple[frozenset[str], bool], _Shape] = {}
         self.built = 0  # JSON serialised afresh, a job's or its live fields'
 
     def _shape(self, fields: frozenset[str], omit_defaults: bool) -> _Shape:
-        key = (fields, omit_defaults)
-        shape = self.shapes.pop(key, None)  # (taken out and put back: the latest last)
-        if shape is None:
-            shape = _Shape.of(fields, omit_defaults)
-            while len(self.shapes) >= MAX_FIELD_SETS:
-                del self.shapes[next(iter(self.shapes))]
-        self.shapes[key] = shape
-        return shape
+        return _latest(self.shapes, (fields, omit_defaults), MAX_FIELD_SETS)
+
+    def _sources(self, shape: _Shape) -> list[_Shape]:
+        """The kept sets ``shape``'s own fields may be cut from, most shared fields
+        first: those of only ``FLAT_FIELDS`` leaving out the same defaults."""
+        if shape.full or not shape.own:
+            return []
+        found = [
+            other
+            for other in self.shapes.values()
+            if other is not shape
+            and not other.full
+            and other.omit_defaults == shape.omit_defaults
+            and other.own <= FLAT_FIELDS
+            and not other.own.isdisjoint(shape.own)
+        ]
+        return sorted(found, key=lambda other: -len(other.own & shape.own))
 
     async def body(
         self,
@@ -205,12 +308,13 @@ class JobListCache:
         parts: list[bytes] = []
         built = self.built
         entries, settled_only = shape.entries, not shape.live
+        sources = self._sources(shape)
         for job in jobs:
             entry = entries.get(job.id)  # (most of a queue: its JSON as kept, no call)
             if entry is not None and entry.job is job and (settled_only or entry.settled):
                 parts.append(entry.whole)
                 continue
-            parts.append(self._json(shape, job, cluster, now))
+            parts.append(self._json(shape, job, cluster, now, sources))
             if self.built - built >= YIELD_EVERY:
                 built = self.built
                 await asyncio.sleep(0)
@@ -219,12 +323,14 @@ class JobListCache:
             shape.entries = {k: e for k, e in shape.entries.items() if held.get(k) is e.job}
         return b'{"jobs":[' + b",".join(parts) + b"]}"
 
-    def _json(self, shape: _Shape, job: Job, cluster: Cluster, now: float) -> bytes:
+    def _json(
+        self, shape: _Shape, job: Job, cluster: Cluster, now: float, sources: list[_Shape]
+    ) -> bytes:
         entry = shape.entries.get(job.id)
         if entry is not None and entry.job is job and (not shape.live or entry.settled):
             return entry.whole  # (no field to work out)
         if entry is None or entry.job is not job:
-            entry = shape.entries[job.id] = self._build(shape, job, cluster, now)
+            entry = shape.entries[job.id] = self._build(shape, job, cluster, now, sources)
             self.built += 1
             return entry.whole
         live = live_fields(job, cluster, now, None if shape.full else shape.live)
@@ -235,7 +341,9 @@ class JobListCache:
             self.built += 1
         return entry.whole
 
-    def _build(self, shape: _Shape, job: Job, cluster: Cluster, now: float) -> _Entry:
+    def _build(
+        self, shape: _Shape, job: Job, cluster: Cluster, now: float, sources: list[_Shape]
+    ) -> _Entry:
         if shape.full:
             live = live_fields(job, cluster, now)
             info = JobInfo(**job_fields(job), **live)  # validated once per version
@@ -243,11 +351,74 @@ class JobListCache:
             head = _inner(_INFO.dump_json(info, include=set(shape.own) - omitted))
             tail = _inner(_INFO.dump_json(info, include=set(shape.live) - omitted))
             return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
-        head, live, tail = _parts(shape, job, cluster, now)
+        if sources:
+            head = self._head(shape, job, cluster, sources)
+            # (a settled job's live fields never change: those of a kept set with the same)
+            kept = _kept(shape.live, job, sources)
+            if kept is not None and kept.settled:
+                live, tail = kept.live, kept.tail
+            else:
+                live = live_fields(job, cluster, now, shape.live)
+                tail = shape.dump(shape.live_model, live)
+        else:
+            head, live, tail = _parts(shape, job, cluster, now)
         return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
+
+    def _head(self, shape: _Shape, job: Job, cluster: Cluster, sources: list[_Shape]) -> bytes:
+        """``job``'s own fields of ``shape`` (``_Entry.head``): those a kept set of this
+        version of it has cut from its JSON, the others built; the same bytes as
+        building them all."""
+        for source in sources:
+            entry = source.entries.get(job.id)
+            if entry is not None and entry.job is job:
+                break
+        else:
+            return shape.dump(shape.own_model, shape.values(job, cluster))
+        found = shape.cuts.get(source.own)
+        if found is None:
+            found = shape.cuts[source.own] = self._cuts(shape, source)
+        plan, parts = found
+        heads = [entry.head]
+        heads += [part.dump(part.own_model, part.values(job, cluster)) for part in parts]
+        return _cut(heads, plan)
+
+    def _cuts(self, shape: _Shape, source: _Shape) -> tuple[_Plan, tuple[_Shape, ...]]:
+        """How to cut ``shape``'s own fields from ``source``'s JSON and those of the
+        shapes that build the others (the flat ones together, each other alone), and
+        those shapes."""
+        missing = shape.own - source.own
+        flat = missing & FLAT_FIELDS
+        groups = ([flat] if flat else []) + [frozenset({n}) for n in missing - flat]
+        parts = [_latest(self.parts, (g, shape.omit_defaults), 4 * MAX_FIELD_SETS) for g in groups]
+        plan = _plan(shape.order, [source.order] + [part.order for part in parts])
+        return plan, tuple(parts)
 
 
 _INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
+
+
+def _kept(live: frozenset[str], job: Job, sources: list[_Shape]) -> _Entry | None:
+    """The entry of this version of ``job`` in the first of ``sources`` with just the
+    live fields ``live``; None where none has one."""
+    for source in sources:
+        entry = source.entries.get(job.id)
+        if source.live == live and entry is not None and entry.job is job:
+            return entry
+    return None
+
+
+def _latest(
+    shapes: dict[tuple[frozenset[str], bool], _Shape], key: tuple[frozenset[str], bool], most: int
+) -> _Shape:
+    """The shape of ``key`` in ``shapes``, made where not there, which keeps the ``most``
+    asked for last (taken out and put back: the latest last)."""
+    shape = shapes.pop(key, None)
+    if shape is None:
+        shape = _Shape.of(*key)
+        while len(shapes) >= most:
+            del shapes[next(iter(shapes))]
+    shapes[key] = shape
+    return shape
 
 
 def _parts(

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from typing import Any
 
 import pytest
 
-from hal.api.convert import job_info
+from hal.api.convert import LIVE_FIELDS, job_info
 from hal.api.job_list import (
     JOB_DEFAULTS,
     JOB_FIELDS,
@@ -199,6 +200,56 @@ def test_omit_defaults_leaves_out_just_the_fields_at_their_default() -> None:
         assert ("nodes" in first) is (step == 1)
         clock.advance(30)
         cluster.put(make_job(1).running_on("n1", start=clock.now()).build())  # (a start)
+
+
+def test_a_new_field_set_cut_from_kept_ones_is_the_json_built_from_scratch() -> None:
+    """A field set asked for after others takes the fields they hold from their JSON
+    and builds the rest (nested ones alone): byte for byte the JSON a cache that never
+    saw another set builds, with and without ``omit_defaults``, names that look like
+    JSON keys, fields at their default, nested and live fields, and after a job
+    changes."""
+    clock, cluster = four_jobs()
+    tricky = 'a,"state":"RUNNING","priority":7'
+    store(cluster, make_job(7).name(tricky).comment(',"nice":3}').build())
+    first = frozenset(["id", "name", "state", "priority", "start_time", "nodes", "nice", "cost"])
+    second = first - {"priority"} | {"comment", "steps", "runs", "gpu_usage", "end_time"}
+    third = frozenset(["name", "comment", "nice", "submit_time", "runs", "cpu_seconds"])
+    jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
+    for omit in (False, True):
+        cache = JobListCache()
+        for step in range(2):
+            for fields in (first, second, third):
+                cut = asyncio.run(cache.body(jobs, cluster, fields, omit))
+                whole = asyncio.run(JobListCache().body(jobs, cluster, fields, omit))
+                assert cut == whole, (omit, step, fields)
+            assert json.loads(cut)["jobs"][-1]["name"] == tricky
+            cluster.put(cluster.jobs[2].evolve(priority=cluster.jobs[2].priority + 1))
+            clock.advance(30)
+            jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
+        # the fields no earlier set of only flat fields held, built apart: the flat ones
+        # together, each nested one alone
+        assert {names for names, _ in cache.parts} == {
+            frozenset({"comment", "end_time"}),
+            frozenset({"steps"}),
+            frozenset({"runs"}),
+            frozenset({"comment", "submit_time", "cpu_seconds"}) - LIVE_FIELDS,
+        }
+
+
+def test_field_sets_drawn_at_random_cut_from_each_other_are_built_from_scratch() -> None:
+    """Sets of any fields, asked for one after another (each cut from those kept before
+    it where it can be), each byte for byte the JSON built from scratch."""
+    _clock, cluster = four_jobs()
+    store(cluster, make_job(7).name('b","id":9').comment('",\\"x":').build())
+    jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
+    draw = random.Random(56)
+    for omit in (False, True):
+        cache = JobListCache()
+        for _ in range(3 * MAX_FIELD_SETS):
+            fields = frozenset(draw.sample(JOB_FIELDS, draw.randint(1, len(JOB_FIELDS) // 2)))
+            cut = asyncio.run(cache.body(jobs, cluster, fields, omit))
+            assert cut == asyncio.run(JobListCache().body(jobs, cluster, fields, omit))
+        assert cache.parts  # (some fields were built beyond those kept)
 
 
 def test_the_cache_keeps_the_field_sets_asked_for_last() -> None:
