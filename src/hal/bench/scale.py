@@ -276,7 +276,8 @@ def run_scale_bench(
             t = time.perf_counter()
             acct = subprocess.run(
                 [*hal, "sacct", "-a", "-X", "-n", "-P", "-S", "2000-01-01"],
-                env=env,
+                # (a busy server's whole history can take longer than a request's 30 s)
+                env={**env, "HAL_TIMEOUT_SECONDS": "600"},
                 capture_output=True,
                 check=False,
                 timeout=600,

@@ -44,6 +44,7 @@ def _credentials_file() -> str:
 
 
 RETRY_SECONDS = 60.0
+TIMEOUT_SECONDS = 30.0  # a request's wait for its answer (HAL_TIMEOUT_SECONDS)
 
 
 class ClientConfig:
@@ -60,7 +61,7 @@ class ClientConfig:
         self,
         url: str,
         token: str | None,
-        timeout_seconds: float = 30.0,
+        timeout_seconds: float = TIMEOUT_SECONDS,
         retry_seconds: float = RETRY_SECONDS,
     ) -> None:
         self.url = url
@@ -92,11 +93,26 @@ def load_client_config(url: str | None = None, token: str | None = None) -> Clie
 
         url = ",".join(server_urls(url)) or default_server_url()
     token = token or os.environ.get("HAL_TOKEN") or _stored_token(url)
-    return ClientConfig(url=url, token=token, retry_seconds=_retry_seconds())
+    return ClientConfig(
+        url=url, token=token, timeout_seconds=_timeout_seconds(), retry_seconds=_retry_seconds()
+    )
 
 
 def _retry_seconds() -> float:
     return env_seconds("HAL_RETRY_SECONDS", RETRY_SECONDS, "0: never retry")
+
+
+def _timeout_seconds() -> float:
+    """HAL_TIMEOUT_SECONDS: how long a request waits for the server's answer (a busy
+    server's answer of a whole history, ``sacct`` of 100,000 jobs, can take longer than
+    the default)."""
+    what = "how long a request waits for its answer, more than 0"
+    seconds = env_seconds("HAL_TIMEOUT_SECONDS", TIMEOUT_SECONDS, what)
+    if seconds == 0:
+        raise InvalidRequest(
+            f"HAL_TIMEOUT_SECONDS=0 is not allowed ({what})", field="HAL_TIMEOUT_SECONDS"
+        )
+    return seconds
 
 
 def env_seconds(name: str, default: float, what: str) -> float:

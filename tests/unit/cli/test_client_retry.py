@@ -304,3 +304,45 @@ def test_a_kept_alive_connection_is_checked_past_1024_descriptors() -> None:
         for fd in high:
             os.close(fd)
         a.close()
+
+
+def test_hal_timeout_seconds_sets_how_long_an_answer_is_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A busy server's answer of a whole history can take longer than the default 30 s:
+    HAL_TIMEOUT_SECONDS sets the wait; a value that is no number of seconds, or 0, is
+    refused saying what it is for."""
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            threading.Event().wait(0.6)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    monkeypatch.setenv("HAL_RETRY_SECONDS", "0")
+    try:
+        monkeypatch.setenv("HAL_TIMEOUT_SECONDS", "0.2")
+        config = load_client_config(url, "t")
+        assert config.timeout_seconds == 0.2
+        with HalClient(config=config) as c, pytest.raises(Unavailable, match="timed out"):
+            c.cluster_config(validate=False)
+        monkeypatch.setenv("HAL_TIMEOUT_SECONDS", "5")
+        with HalClient(config=load_client_config(url, "t")) as c:
+            assert vars(c.cluster_config(validate=False)) == {}
+    finally:
+        httpd.shutdown()
+    for bad in ("soon", "0", "-1"):
+        monkeypatch.setenv("HAL_TIMEOUT_SECONDS", bad)
+        with pytest.raises(InvalidRequest, match="HAL_TIMEOUT_SECONDS="):
+            load_client_config(url, "t")
+    monkeypatch.setenv("HAL_TIMEOUT_SECONDS", "")
+    assert load_client_config(url, "t").timeout_seconds == 30.0
