@@ -308,31 +308,6 @@ async def register(
     )
 
 
-async def _wait_batched(
-    cluster: Cluster,
-    queue: list[W],
-    mine: W,
-    commit: Callable[[Cluster, Change], Awaitable[None]],
-) -> None:
-    """Queue ``mine`` and take the cluster's lock in turn until a ``commit`` (this
-    task's or another's, which takes the queue's first batch) has set its ``done``. A
-    task cancelled while ``mine`` still waits in the queue takes it out, so no later
-    batch commits what nobody is waiting for."""
-    queue.append(mine)
-    try:
-        while not mine.done.done():  # (more waited than one commit takes: the next batch)
-            async with cluster.change() as change:
-                if not mine.done.done():
-                    await commit(cluster, change)
-    finally:
-        if not mine.done.done():
-            for i, waiting in enumerate(queue):
-                if waiting is mine:
-                    del queue[i]
-                    mine.done.cancel()
-                    break
-
-
 async def _commit_registrations(cluster: Cluster, change: Change) -> None:
     """Commit the registrations waiting (under the lock: ``change``), and set each one's
     ``done`` (``_commit_batch``); one whose agent left meanwhile fails ``AgentGone``."""
@@ -360,6 +335,31 @@ class _Waiting(Protocol):
 
 
 W = TypeVar("W", bound=_Waiting)
+
+
+async def _wait_batched(
+    cluster: Cluster,
+    queue: list[W],
+    mine: W,
+    commit: Callable[[Cluster, Change], Awaitable[None]],
+) -> None:
+    """Queue ``mine`` and take the cluster's lock in turn until a ``commit`` (this
+    task's or another's, which takes the queue's first batch) has set its ``done``. A
+    task cancelled while ``mine`` still waits in the queue takes it out, so no later
+    batch commits what nobody is waiting for."""
+    queue.append(mine)
+    try:
+        while not mine.done.done():  # (more waited than one commit takes: the next batch)
+            async with cluster.change() as change:
+                if not mine.done.done():
+                    await commit(cluster, change)
+    finally:
+        if not mine.done.done():
+            for i, waiting in enumerate(queue):
+                if waiting is mine:
+                    del queue[i]
+                    mine.done.cancel()
+                    break
 
 
 async def _commit_batch(
