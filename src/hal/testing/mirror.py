@@ -11,7 +11,9 @@ themselves."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
@@ -54,3 +56,32 @@ def signals(cluster: Cluster, job_id: int) -> list[int]:
     """The signals queued for ``job_id`` on ``n1``'s agent, in order."""
     out = cluster.agent_sessions["n1"].outbox
     return [i.signal for i in out if isinstance(i, Signal) and i.job_id == job_id]
+
+
+def intercept(cluster: Cluster, method: str, before: Callable[..., None]) -> None:
+    """Every store transaction ``cluster`` opens from now on calls ``before`` with the
+    arguments of its ``method`` (``"update_jobs"``, ``"upsert_node"`` ...) first; ``before``
+    raising refuses the write, as a database refusing a row."""
+    opened = cluster.store.transaction
+
+    class Intercepted:
+        def __init__(self, tx: Any) -> None:
+            self.tx = tx
+
+        def __getattr__(self, name: str) -> Any:
+            found = getattr(self.tx, name)
+            if name != method:
+                return found
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                before(*args, **kwargs)
+                return found(*args, **kwargs)
+
+            return call
+
+    @contextmanager
+    def transaction() -> Iterator[Any]:
+        with opened() as tx:
+            yield Intercepted(tx)
+
+    cluster.store.transaction = transaction  # type: ignore[method-assign]

@@ -4,8 +4,7 @@ cluster's writer is not made when its turn comes; one whose agent still waits is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from hal.core.node import Node
 from hal.state import agents
 from hal.state.cluster import Cluster
 from hal.state.store import DatabaseUnavailable
+from hal.testing.mirror import intercept
 from hal.wire.agent import AgentRegister, AgentRegistered
 
 
@@ -109,28 +109,14 @@ def _queue_and_answer(cluster: Cluster, names: list[str]) -> list[BaseException 
 def _refusing(cluster: Cluster, error: Callable[[str], Exception]) -> list[str]:
     """Make the store refuse any transaction that writes the node ``bad`` with
     ``error(node)``; the list returned gathers the nodes each transaction wrote."""
-    opened = cluster.store.transaction
     written: list[str] = []
 
-    class Refusing:
-        def __init__(self, tx: Any) -> None:
-            self.tx = tx
+    def check(node: Node) -> None:
+        written.append(node.name)
+        if node.name == "bad":
+            raise error(node.name)
 
-        def upsert_node(self, node: Node) -> None:
-            written.append(node.name)
-            if node.name == "bad":
-                raise error(node.name)
-            self.tx.upsert_node(node)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.tx, name)
-
-    @contextmanager
-    def transaction() -> Iterator[Any]:
-        with opened() as tx:
-            yield Refusing(tx)
-
-    cluster.store.transaction = transaction  # type: ignore[method-assign]
+    intercept(cluster, "upsert_node", check)
     return written
 
 

@@ -6,8 +6,7 @@ store refuses fails only the sync that sent it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from hal.core.job import Job
@@ -17,7 +16,7 @@ from hal.state.cluster import Cluster
 from hal.state.store import DatabaseUnavailable
 from hal.testing import make_job
 from hal.testing.builders import make_node
-from hal.testing.mirror import store
+from hal.testing.mirror import intercept, store
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentSync, JobReport
 
 NODES = [f"n{i}" for i in range(1, 9)]
@@ -143,26 +142,12 @@ def down(cluster: Cluster) -> None:
 
 def refuse(cluster: Cluster, job_id: int) -> None:
     """The store refuses any transaction that writes job ``job_id``."""
-    opened = cluster.store.transaction
 
-    class Refusing:
-        def __init__(self, tx: Any) -> None:
-            self.tx = tx
+    def check(jobs: Sequence[Job], *_: Any) -> None:
+        if any(j.id == job_id for j in jobs):
+            raise ValueError(f"job {job_id} refused")
 
-        def update_jobs(self, jobs: Sequence[Job], *args: Any) -> None:
-            if any(j.id == job_id for j in jobs):
-                raise ValueError(f"job {job_id} refused")
-            self.tx.update_jobs(jobs, *args)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.tx, name)
-
-    @contextmanager
-    def transaction() -> Iterator[Any]:
-        with opened() as tx:
-            yield Refusing(tx)
-
-    cluster.store.transaction = transaction  # type: ignore[method-assign]
+    intercept(cluster, "update_jobs", check)
 
 
 def test_a_sync_cancelled_while_it_waits_leaves_the_queue(cluster: Cluster) -> None:
