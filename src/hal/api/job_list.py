@@ -44,7 +44,8 @@ import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union, get_args, get_origin
+from functools import partial
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, create_model
 
@@ -267,13 +268,14 @@ class JobListCache:
     longer holds are dropped when they outnumber the mirror's jobs."""
 
     def __init__(self) -> None:
-        self.shapes: dict[tuple[frozenset[str], bool], _Shape] = {}
+        self.shapes: dict[_Key, _Shape] = {}
         # the shapes of the fields a new set builds beyond those kept sets hold
-        self.parts: dict[tuple[frozenset[str], bool], _Shape] = {}
+        self.parts: dict[_Key, _Shape] = {}
         self.built = 0  # JSON serialised afresh, a job's or its live fields'
 
     def _shape(self, fields: frozenset[str], omit_defaults: bool) -> _Shape:
-        return _latest(self.shapes, (fields, omit_defaults), MAX_FIELD_SETS)
+        key = (fields, omit_defaults)
+        return _latest(self.shapes, key, MAX_FIELD_SETS, lambda: _Shape.of(*key))
 
     def _sources(self, shape: _Shape) -> list[_Shape]:
         """The kept sets ``shape``'s own fields may be cut from, most shared fields
@@ -358,8 +360,7 @@ class JobListCache:
             if kept is not None and kept.settled:
                 live, tail = kept.live, kept.tail
             else:
-                live = live_fields(job, cluster, now, shape.live)
-                tail = shape.dump(shape.live_model, live)
+                live, tail = _live(shape, job, cluster, now)
         else:
             head, live, tail = _parts(shape, job, cluster, now)
         return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
@@ -389,7 +390,8 @@ class JobListCache:
         missing = shape.own - source.own
         flat = missing & FLAT_FIELDS
         groups = ([flat] if flat else []) + [frozenset({n}) for n in missing - flat]
-        parts = [_latest(self.parts, (g, shape.omit_defaults), 4 * MAX_FIELD_SETS) for g in groups]
+        keys = [(g, shape.omit_defaults) for g in groups]
+        parts = [_latest(self.parts, k, 4 * MAX_FIELD_SETS, partial(_Shape.of, *k)) for k in keys]
         plan = _plan(shape.order, [source.order] + [part.order for part in parts])
         return plan, tuple(parts)
 
@@ -407,18 +409,20 @@ def _kept(live: frozenset[str], job: Job, sources: list[_Shape]) -> _Entry | Non
     return None
 
 
-def _latest(
-    shapes: dict[tuple[frozenset[str], bool], _Shape], key: tuple[frozenset[str], bool], most: int
-) -> _Shape:
-    """The shape of ``key`` in ``shapes``, made where not there, which keeps the ``most``
-    asked for last (taken out and put back: the latest last)."""
-    shape = shapes.pop(key, None)
-    if shape is None:
-        shape = _Shape.of(*key)
-        while len(shapes) >= most:
-            del shapes[next(iter(shapes))]
-    shapes[key] = shape
-    return shape
+_Key = tuple[frozenset[str], bool]  # a field set and whether it leaves out defaults
+V = TypeVar("V")
+
+
+def _latest(kept: dict[_Key, V], key: _Key, most: int, make: Callable[[], V]) -> V:
+    """The value of ``key`` in ``kept``, ``make()`` where not there; ``kept`` keeps the
+    ``most`` asked for last (taken out and put back: the latest last)."""
+    found = kept.pop(key, None)
+    if found is None:
+        found = make()
+        while len(kept) >= most:
+            del kept[next(iter(kept))]
+    kept[key] = found
+    return found
 
 
 def _parts(
@@ -426,26 +430,27 @@ def _parts(
 ) -> tuple[bytes, dict[str, Any], bytes]:
     """The JSON of ``job``'s own fields of ``shape``, its live fields and their JSON:
     each field worked out alone, no whole ``JobInfo`` built."""
-    live = live_fields(job, cluster, now, shape.live)
     head = shape.dump(shape.own_model, shape.values(job, cluster)) if shape.own else b""
-    return head, live, shape.dump(shape.live_model, live)
+    return head, *_live(shape, job, cluster, now)
+
+
+def _live(shape: _Shape, job: Job, cluster: Cluster, now: float) -> tuple[dict[str, Any], bytes]:
+    """``job``'s live fields of ``shape`` and their JSON."""
+    live = live_fields(job, cluster, now, shape.live)
+    return live, shape.dump(shape.live_model, live)
 
 
 # history's field sets (``history_body``), the ``MAX_FIELD_SETS`` asked for last, each
 # with a model of all its fields, JobInfo's order; the jobs are read from the store
 # afresh, so no job's JSON is kept
-_HISTORY_SHAPES: dict[tuple[frozenset[str], bool], tuple[_Shape, TypeAdapter[Any]]] = {}
+_HISTORY_SHAPES: dict[_Key, tuple[_Shape, TypeAdapter[Any]]] = {}
 
 
 def _history_shape(fields: frozenset[str], omit_defaults: bool) -> tuple[_Shape, TypeAdapter[Any]]:
-    key = (fields, omit_defaults)
-    found = _HISTORY_SHAPES.pop(key, None)
-    if found is None:
-        found = (_Shape.of(fields, omit_defaults), _model("JobInfoFields", fields))
-        while len(_HISTORY_SHAPES) >= MAX_FIELD_SETS:
-            del _HISTORY_SHAPES[next(iter(_HISTORY_SHAPES))]
-    _HISTORY_SHAPES[key] = found
-    return found
+    def make() -> tuple[_Shape, TypeAdapter[Any]]:
+        return _Shape.of(fields, omit_defaults), _model("JobInfoFields", fields)
+
+    return _latest(_HISTORY_SHAPES, (fields, omit_defaults), MAX_FIELD_SETS, make)
 
 
 async def history_body(
