@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from hal.core.errors import Unavailable
@@ -217,7 +218,7 @@ REGISTRATIONS_PER_COMMIT = 256  # the most one transaction writes (one node row 
 SYNCS_PER_COMMIT = 256  # the most syncs' reports one transaction writes
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Registration:
     """A registration waiting for its commit (``register``); ``done`` is set once it is
     in the store and the mirror, or to why it is not."""
@@ -311,22 +312,20 @@ async def register(
 async def _commit_registrations(cluster: Cluster, change: Change) -> None:
     """Commit the registrations waiting (under the lock: ``change``), and set each one's
     ``done`` (``_commit_batch``); one whose agent left meanwhile fails ``AgentGone``."""
-    batch = cluster.registering[:REGISTRATIONS_PER_COMMIT]
-    del cluster.registering[: len(batch)]
+    batch = _take(cluster.registering, REGISTRATIONS_PER_COMMIT)
+    await _commit_batch(batch, partial(_commit_together, cluster, change), _waited_for)
 
-    async def waited_for(batch: list[Registration]) -> list[Registration]:
-        kept: list[Registration] = []
-        for waiting in batch:
-            if waiting.gone is not None and await waiting.gone():
-                waiting.done.set_exception(AgentGone(waiting.request.node))
-            else:
-                kept.append(waiting)
-        return kept
 
-    async def together(kept: list[Registration]) -> None:
-        await _commit_together(cluster, change, kept)
-
-    await _commit_batch(batch, together, waited_for)
+async def _waited_for(batch: list[Registration]) -> list[Registration]:
+    """The registrations of ``batch`` whose agents still wait; the others fail
+    ``AgentGone``."""
+    kept: list[Registration] = []
+    for waiting in batch:
+        if waiting.gone is not None and await waiting.gone():
+            waiting.done.set_exception(AgentGone(waiting.request.node))
+        else:
+            kept.append(waiting)
+    return kept
 
 
 class _Waiting(Protocol):
@@ -355,11 +354,16 @@ async def _wait_batched(
                     await commit(cluster, change)
     finally:
         if not mine.done.done():
-            for i, waiting in enumerate(queue):
-                if waiting is mine:
-                    del queue[i]
-                    mine.done.cancel()
-                    break
+            with contextlib.suppress(ValueError):  # (a commit took it: its batch answers it)
+                queue.remove(mine)  # (by identity: the waiting items compare so)
+                mine.done.cancel()
+
+
+def _take(queue: list[W], limit: int) -> list[W]:
+    """The first ``limit`` items of ``queue``, taken out of it."""
+    batch = queue[:limit]
+    del queue[:limit]
+    return batch
 
 
 async def _commit_batch(
@@ -570,7 +574,7 @@ async def _check_lost(
         await change.commit(changed + followers, events + ends)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Reporting:
     """One sync's reports waiting for their commit (``apply_reports``); ``done``'s
     result: whether they ended a job."""
@@ -601,13 +605,8 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
 async def _commit_reports(cluster: Cluster, change: Change) -> None:
     """Commit the reports waiting (under the lock: ``change``), and set each one's
     ``done`` (``_commit_batch``)."""
-    batch = cluster.reporting[:SYNCS_PER_COMMIT]
-    del cluster.reporting[: len(batch)]
-
-    async def together(batch: list[Reporting]) -> None:
-        await _commit_reports_together(cluster, change, batch)
-
-    await _commit_batch(batch, together)
+    batch = _take(cluster.reporting, SYNCS_PER_COMMIT)
+    await _commit_batch(batch, partial(_commit_reports_together, cluster, change))
 
 
 async def _commit_reports_together(

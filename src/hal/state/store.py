@@ -265,9 +265,10 @@ class Transaction:
             return
         r = schema.job_runs
         last = {(run.job_id, run.attempt): run for run in runs}
-        for start in range(0, len(last), IN_LIST):
-            keys = list(last)[start : start + IN_LIST]
-            self.conn.execute(delete(r).where(tuple_(r.c.job_id, r.c.attempt).in_(keys)))
+        keys = list(last)
+        for start in range(0, len(keys), IN_LIST):
+            chunk = keys[start : start + IN_LIST]
+            self.conn.execute(delete(r).where(tuple_(r.c.job_id, r.c.attempt).in_(chunk)))
         self.conn.execute(
             insert(r), [{f: getattr(run, f) for f in RunRow.__slots__} for run in last.values()]
         )
