@@ -57,15 +57,15 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
         cap = cluster.config.scheduler_max_job_starts
         starts: Counter[str] = Counter()  # by partition, up to ``cap``
         for placement in plan.placements:
-            partition = placement.partition or cluster.jobs[placement.job_id].partition
+            job = cluster.jobs[placement.job_id]
+            partition = placement.partition or job.partition
             if cap and starts[partition] >= cap:
                 continue  # it stays pending: the next pass (this commit wakes it) retries
-            het = cluster.jobs[placement.job_id].spec.het
+            het = job.spec.het
             if het is not None and het.job_id in refused_het:
                 continue  # all components start together or none does
             if check_placement(placement, cluster.jobs, cluster.nodes, scratch, cluster.partitions):
                 continue
-            job = cluster.jobs[placement.job_id]
             lowered = placement.time_limit_s  # backfill's, within --time-min
             if cluster.reservations and advance_reservations.placement_conflict(
                 cluster,
