@@ -78,7 +78,7 @@ _KEYS = 2 * _CLASSES  # one score per (class, mark): ``_Coef.column``
 _KEYS_BYTES = 8 * _KEYS  # the scores of a row of ``_Nodes.scores`` (then the weighted)
 _ROW_SCORES = 2 * _KEYS  # a row of ``_Nodes.scores``: the scores, then the weighted
 _PACK = struct.Struct(f"={_KEYS}d").pack  # a row of scores as their bytes
-_PACK_BOTH = struct.Struct(f"={2 * _KEYS}d").pack  # and with the weighted after them
+_PACK_BOTH = struct.Struct(f"={_ROW_SCORES}d").pack  # and with the weighted after them
 
 
 def job_class(job: Job, view: DissonanceView) -> str | None:
@@ -206,7 +206,7 @@ class _Nodes:
         first call of the pass)."""
         table = self.scores
         if table is None:
-            table = self.scores = np.empty((len(self.both), 2 * _KEYS))
+            table = self.scores = np.empty((len(self.both), _ROW_SCORES))
             table[:, :_KEYS] = _scores(self.both @ self.coef.scaled)
             self.scores_raw = table.data.cast("B")
             self.score_cells = self.scores_raw.cast("d")
@@ -271,7 +271,7 @@ class _Nodes:
                 found = by_mix.get(seen)
                 if found is None:
                     found = by_mix[seen] = self._row_scores(row)
-                start = 2 * row * _KEYS_BYTES
+                start = row * 8 * _ROW_SCORES
                 table[start : start + len(found)] = found
 
     def _row_scores(self, row: int) -> bytes:
