@@ -174,10 +174,10 @@ def _scheduler_parameters(ctx: Services) -> str:
         f"sched_interval={cfg.scheduler_sched_interval_s:g}",
         f"sched_max_job_start={cfg.scheduler_max_job_starts}",
     ]
-    interval = getattr(ctx.scheduler, "backfill_interval_s", None)
+    interval = ctx.scheduler.backfill_interval_s
     if interval is not None:
         words.append(f"bf_interval={interval:g}")
-        slice_s = getattr(ctx.scheduler, "forecast_slice_s", None) or 0.0
+        slice_s = ctx.scheduler.forecast_slice_s or 0.0
         words.append(f"bf_yield_interval={round(slice_s * 1_000_000)}")
     return ",".join(words)
 
