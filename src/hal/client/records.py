@@ -154,7 +154,7 @@ MAPS: dict[str, tuple[str, ...]] = {
 # The fields of the items of the wire schemas ``read`` reads that a server older than
 # them leaves out, at the model's default (a list's as a tuple): a record reads one left
 # out as the model would (a test checks these against the models); ``state`` of a
-# partition is worked out from ``up`` (``HalClient.partitions``), as the model does.
+# partition is worked out from ``up`` (``_states_of_up``), as the model does.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "nodes.NodeList": {
         **dict.fromkeys(
@@ -179,9 +179,20 @@ def read(body: bytes | str, schema: str, *, validate: bool = True) -> Any:
     ``DEFAULTS``), the same attributes without pydantic (a command that reads and
     prints)."""
     if not validate:
-        return records(body, DEFAULTS.get(schema), maps=MAPS.get(schema, ()))
+        found = records(body, DEFAULTS.get(schema), maps=MAPS.get(schema, ()))
+        if schema == "nodes.PartitionList":
+            _states_of_up(found.partitions)
+        return found
     import sys
 
     module, name = f"hal.wire.{schema}".rsplit(".", 1)
     __import__(module)  # (not importlib.import_module: see hal.compat.commands)
     return getattr(sys.modules[module], name).model_validate_json(body)
+
+
+def _states_of_up(partitions: list[Any]) -> None:
+    """A partition an older server sent without ``state``: UP, or DOWN where not ``up``,
+    as ``PartitionInfo`` reads it."""
+    for view in partitions:
+        if "state" not in vars(view):
+            view.state = "DOWN" if view.up is False else "UP"

@@ -812,15 +812,10 @@ class HalClient:
         return NodeInfo.model_validate_json(r.body)
 
     def partitions(self, *, validate: bool = True) -> list[PartitionInfo]:
-        """``validate=False``: ``state`` from ``up`` where an older server leaves it out, as
-        ``PartitionInfo`` reads it."""
         r = self._request("GET", "/v1/partitions")
         found: list[PartitionInfo] = read(
             r.body, "nodes.PartitionList", validate=validate
         ).partitions
-        for view in found if not validate else ():
-            if "state" not in vars(view):
-                view.state = "DOWN" if view.up is False else "UP"
         return found
 
     def update_partition(self, name: str, change: PartitionChange) -> PartitionInfo:
