@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from squeue_path import _cpu, _percentiles
+from squeue_path import _cpu, _percentiles, _server
 
 HERE = Path(__file__).resolve()
 SRC = HERE.parent.parent / "src"
@@ -77,47 +77,6 @@ def _config(path: Path, count: int) -> None:
     )
 
 
-def _server(src: Path, db: Path, work: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``hal server`` of the tree at ``src`` on ``db``, answering; its URL."""
-    import httpx
-
-    from hal.testing.live import free_port, wait_until
-
-    port = free_port()
-    config = work / f"hal-{port}.toml"
-    _config(config, int(db.stem.rsplit("-", 1)[-1]))  # (hal-COUNT.db)
-    log = work / f"server-{port}.log"
-    args = ["server", "--db", f"sqlite:///{db}", "--data-dir", str(work / f"data-{port}")]
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hal.cli.main",
-                *args,
-                "--port",
-                str(port),
-                "--config",
-                str(config),
-            ],
-            env={**os.environ, "PYTHONPATH": str(src)},
-            stdout=out,
-            stderr=out,
-        )
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if server.poll() is not None:
-            raise RuntimeError(log.read_text()[-3000:])
-        try:
-            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(healthy, timeout=900, interval=0.5, message="the server to answer")
-    return server, url
-
-
 def _command(src: Path, url: str, token: str, server: Any, argv: tuple[str, ...]) -> dict[str, Any]:
     """``hal ARGV`` of the tree at ``src`` in a process of its own against ``url``: wall,
     its CPU, the server's (``server``: its psutil.Process) and the output's digest."""
@@ -158,7 +117,9 @@ def measure(
         t = time.perf_counter()
         token = _fill(db, count)
         out: dict[str, Any] = {"fill_s": round(time.perf_counter() - t, 1)}
-        proc, url = _server(SRC, db, work)
+        config = work / "hal.toml"
+        _config(config, count)
+        proc, url = _server(SRC, f"sqlite:///{db}", config, work)
         server = psutil.Process(proc.pid)
         try:
             for argv in COMMANDS:

@@ -195,34 +195,13 @@ def _measure(
     """``hal server`` of the tree at ``src`` on ``db``, and its client's figures (with
     whether the tree at ``other``, if any, prints the same)."""
     sys.path.insert(0, str(SRC))
-    from hal.testing.live import free_port, stop_process, wait_until
+    from hal.testing.live import stop_process
 
     env = {**os.environ, "PYTHONPATH": str(src)}
-    port = free_port()
     config = work / "hal.toml"
     _config(config)
-    data = work / f"data-{port}"
-    args = ["server", "--db", db, "--data-dir", str(data), "--port", str(port)]
-    with (work / f"server-{port}.log").open("wb") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "hal.cli.main", *args, "--config", str(config)],
-            env=env,
-            stdout=log,
-            stderr=log,
-        )
-    url = f"http://127.0.0.1:{port}"
+    server, url = _server(src, db, config, work)
     try:
-        import httpx
-
-        def healthy() -> bool:
-            if server.poll() is not None:
-                raise RuntimeError((work / f"server-{port}.log").read_text()[-3000:])
-            try:
-                return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(healthy, timeout=900, interval=0.5, message="the server to answer")
         measured = subprocess.run(
             [
                 *(sys.executable, str(HERE), "--client", url, token, str(samples)),
@@ -240,6 +219,41 @@ def _measure(
         return figures
     finally:
         stop_process(server)
+
+
+def _server(src: Path, db: str, config: Path, work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``hal server`` of the tree at ``src`` on ``db`` with ``config``, in a process of its
+    own (its CPU counted apart), once it answers; and its URL."""
+    import httpx
+
+    from hal.testing.live import free_port, wait_until
+
+    port = free_port()
+    log = work / f"server-{port}.log"
+    args = ["server", "--db", db, "--data-dir", str(work / f"data-{port}"), "--port", str(port)]
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "hal.cli.main", *args, "--config", str(config)],
+            env={**os.environ, "PYTHONPATH": str(src)},
+            stdout=out,
+            stderr=out,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        if server.poll() is not None:
+            raise RuntimeError(log.read_text()[-3000:])
+        try:
+            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(healthy, timeout=900, interval=0.5, message="the server to answer")
+    except BaseException:
+        server.kill()
+        raise
+    return server, url
 
 
 def _cpu() -> str:
