@@ -22,12 +22,8 @@ import time
 from hal.api.job_list import JobListCache
 from hal.client import records as read
 from hal.compat import squeue
-from hal.core.clock import VirtualClock
-from hal.state.agents import AgentSession
-from hal.state.memory_store import MemoryStateStore
 from hal.testing import make_job
-from hal.testing.builders import make_node
-from hal.testing.mirror import new_cluster, store
+from queue_paths import queue
 
 NODES = 100
 FORMATS = (
@@ -46,22 +42,8 @@ def _fields(argv: list[str]) -> tuple[frozenset[str], bool]:
 
 
 def main(pending: int, running: int) -> dict[str, object]:
-    clock = VirtualClock(1_000_000.0)
-    cluster = new_cluster(MemoryStateStore(), clock)
-    for n in range(NODES):
-        cluster.nodes[f"e{n}"] = make_node(f"e{n}").cpus(16).mem_gib(64).build()
-        cluster.agent_sessions[f"e{n}"] = AgentSession(f"e{n}")
-    now = clock.now()
-    store(
-        cluster,
-        *[
-            make_job(i).running_on(f"e{i % NODES}", start=now - 5).build().evolve(launched=True)
-            for i in range(1, running + 1)
-        ],
-        *[
-            make_job(i).user(f"u{i % 20}").name(f"job{i % 8}").build()
-            for i in range(running + 1, running + pending + 1)
-        ],
+    cluster, clock = queue(
+        NODES, running, pending, lambda i: make_job(i).user(f"u{i % 20}").name(f"job{i % 8}")
     )
     jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
     loop = asyncio.new_event_loop()

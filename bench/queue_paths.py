@@ -28,7 +28,7 @@ from hal.state import agents
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
 from hal.state.memory_store import MemoryStateStore
-from hal.testing import make_job
+from hal.testing import JobBuilder, make_job
 from hal.testing.builders import make_node
 from hal.testing.mirror import new_cluster, store
 from hal.wire.agent import JobUsage
@@ -120,7 +120,12 @@ def _squeue(
     return out
 
 
-def main(nodes: int, running: int, pending: int) -> dict[str, object]:
+def queue(
+    nodes: int, running: int, pending: int, waiting: Callable[[int], JobBuilder] = make_job
+) -> tuple[Cluster, VirtualClock]:
+    """A mirror over the memory store with ``nodes`` of 16 CPUs (each with its agent's
+    session), jobs 1..``running`` running on them and the next ``pending`` waiting
+    (``waiting(id)``'s), and its clock."""
     clock = VirtualClock(1_000_000.0)
     cluster = new_cluster(MemoryStateStore(), clock)
     for n in range(nodes):
@@ -133,8 +138,13 @@ def main(nodes: int, running: int, pending: int) -> dict[str, object]:
             make_job(i).running_on(f"e{i % nodes}", start=now - 5).build().evolve(launched=True)
             for i in range(1, running + 1)
         ],
-        *[make_job(i).build() for i in range(running + 1, running + pending + 1)],
+        *[waiting(i).build() for i in range(running + 1, running + pending + 1)],
     )
+    return cluster, clock
+
+
+def main(nodes: int, running: int, pending: int) -> dict[str, object]:
+    cluster, clock = queue(nodes, running, pending)
     loop = asyncio.new_event_loop()
     listing = _lister(cluster, loop)
     out: dict[str, object] = {"nodes": nodes, "running": running, "pending": pending}
