@@ -58,6 +58,20 @@ def signals(cluster: Cluster, job_id: int) -> list[int]:
     return [i.signal for i in out if isinstance(i, Signal) and i.job_id == job_id]
 
 
+def counted(cluster: Cluster) -> list[int]:
+    """The number of store transactions ``cluster`` opens from now on, as a one-item list
+    that grows."""
+    count = [0]
+    opened = cluster.store.transaction
+
+    def transaction() -> Any:
+        count[0] += 1
+        return opened()
+
+    cluster.store.transaction = transaction  # type: ignore[method-assign]
+    return count
+
+
 def intercept(cluster: Cluster, method: str, before: Callable[..., None]) -> None:
     """Every store transaction ``cluster`` opens from now on calls ``before`` with the
     arguments of its ``method`` (``"update_jobs"``, ``"upsert_node"`` ...) first; ``before``

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from sqlalchemy.exc import IntegrityError
@@ -14,7 +13,7 @@ from hal.core.node import Node
 from hal.state import agents
 from hal.state.cluster import Cluster
 from hal.state.store import DatabaseUnavailable
-from hal.testing.mirror import intercept
+from hal.testing.mirror import counted, intercept
 from hal.wire.agent import AgentRegister, AgentRegistered
 
 
@@ -49,15 +48,7 @@ def test_registrations_queued_together_commit_in_one_transaction(cluster: Cluste
     """10,000 agents starting together: the registrations that queued while the writer
     was busy are written by one transaction, in the order they came, and each agent gets
     its own answer; one whose agent left meanwhile is still not made."""
-    transactions = 0
-    opened = cluster.store.transaction
-
-    def counted() -> Any:
-        nonlocal transactions
-        transactions += 1
-        return opened()
-
-    cluster.store.transaction = counted  # type: ignore[method-assign]
+    transactions = counted(cluster)
     names = [f"burst{i}" for i in range(40)]
 
     async def scenario() -> list[BaseException | AgentRegistered]:
@@ -80,7 +71,7 @@ def test_registrations_queued_together_commit_in_one_transaction(cluster: Cluste
         return await asyncio.gather(*tasks, return_exceptions=True)
 
     answers = asyncio.run(scenario())
-    assert transactions == 1
+    assert transactions == [1]
     assert isinstance(answers[7], agents.AgentGone)
     made = [a.node for a in answers if isinstance(a, AgentRegistered)]
     assert made == [n for n in names if n != "burst7"]

@@ -16,7 +16,7 @@ from hal.state.cluster import Cluster
 from hal.state.store import DatabaseUnavailable
 from hal.testing import make_job
 from hal.testing.builders import make_node
-from hal.testing.mirror import intercept, store
+from hal.testing.mirror import counted, intercept, store
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentSync, JobReport
 
 NODES = [f"n{i}" for i in range(1, 9)]
@@ -45,19 +45,6 @@ def reports(i: int) -> list[JobReport]:
             max_rss_bytes=i << 20, cpu_seconds=float(i),
         ),
     ]  # fmt: skip
-
-
-def counted(cluster: Cluster) -> list[int]:
-    """The number of transactions opened, as a one-item list that grows."""
-    count = [0]
-    opened = cluster.store.transaction
-
-    def transaction() -> Any:
-        count[0] += 1
-        return opened()
-
-    cluster.store.transaction = transaction  # type: ignore[method-assign]
-    return count
 
 
 def queued(cluster: Cluster, which: Sequence[int]) -> list[BaseException | None]:
