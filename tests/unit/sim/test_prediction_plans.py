@@ -150,6 +150,7 @@ def test_each_predictor_has_its_own_default_correction(tmp_path: Path) -> None:
     assert "correction" not in run_trace(path, SimOptions("easy-sjbf", "user"))[1]
 
 
+@pytest.mark.slow  # two learned replays of 2,000 jobs: CI runs it
 def test_a_learned_replay_is_the_same_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a training lag, ``learned`` trains on a worker thread, but each model is
     used from a fixed finished job on: two replays of the first 2,000 jobs of SDSC-SP2

@@ -35,6 +35,10 @@ CURIE = trace_path("CEA-Curie-2011-2.1-cln.head3000.swf.gz")
 CURIE_JOBS = 1200 if FULL else 600
 
 
+# ``learned``'s replays (1,200 jobs and a model trained on the way) run in CI only
+SLOW = pytest.mark.slow
+
+
 def _length(predictor: str) -> int:
     return 1200 if predictor == "learned" else CURIE_JOBS
 
@@ -269,7 +273,8 @@ def test_a_new_job_naming_another_partition_is_left_to_the_pass() -> None:
 
 
 @pytest.mark.parametrize(
-    ("policy", "predictor"), [("easy", "user"), ("easy-sjbf", "avg2"), ("easy-sjbf", "learned")]
+    ("policy", "predictor"),
+    [("easy", "user"), ("easy-sjbf", "avg2"), pytest.param("easy-sjbf", "learned", marks=SLOW)],
 )
 def test_passes_no_new_job_could_start_are_skipped_and_change_no_start(
     policy: str, predictor: str, monkeypatch: pytest.MonkeyPatch
@@ -284,7 +289,7 @@ def test_passes_no_new_job_could_start_are_skipped_and_change_no_start(
     )
 
 
-@pytest.mark.parametrize("predictor", ["avg2", "learned"])
+@pytest.mark.parametrize("predictor", ["avg2", pytest.param("learned", marks=SLOW)])
 def test_expiries_before_the_heads_start_skip_the_pass_and_change_no_start(
     predictor: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
