@@ -153,7 +153,7 @@ class MainLoop:
         starts: Counter[str] = Counter()  # placements by partition (``max_starts``)
         counted = 0  # (``placed`` is counted into ``starts`` up to here)
         passed_over: list[Job] = []
-        capped = self.capped
+        capped, to_hand = self.capped, self._to_hand
         for job in queue:
             if stop:
                 if looked >= most:
@@ -168,8 +168,13 @@ class MainLoop:
                     if starts[job.partition] >= max_starts:
                         if job.partition not in capped:
                             capped[job.partition] = _capped(job.partition, max_starts)
-                        if not (hand_over and self._hand_over(job, claimed)):
-                            passed_over.append(job)
+                        if (
+                            hand_over
+                            and to_hand.get(job.partition, 1) > 0  # (1: not yet asked)
+                            and self._hand_over(job, claimed)
+                        ):
+                            continue
+                        passed_over.append(job)
                         continue
             if claimed and job.id in claimed:
                 self._decide_grouped(claimed[job.id], job)
