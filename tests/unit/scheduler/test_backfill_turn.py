@@ -19,7 +19,7 @@ from hal.testing import cluster, make_job, placed_nodes
 
 NOW = 1000.0
 BULK = tuple(range(100, 110))  # ten 1-CPU jobs of partition bulk, first in the queue
-CAP = 2
+CAP = 5
 
 
 def _snap(now: float = NOW) -> ClusterSnapshot:
@@ -48,26 +48,27 @@ def _snap(now: float = NOW) -> ClusterSnapshot:
 
 
 def test_a_pass_stopped_at_the_cap_runs_the_backfill_stage() -> None:
-    """The turn starts nothing of bulk past the cap: the six bulk jobs that fit now are
-    planned to start now (what the next pass starts), the next one is bulk's reservation
-    and the last is forecast. The other partition is planned as the full pass plans it,
-    around bulk's jobs as if started: 200 starts in the hole before 199's reservation,
-    not on bulk's nodes; 201, which would delay 199, does not start."""
+    """The turn starts nothing of bulk past the cap: of the five bulk jobs handed over
+    (as many as the cap), the three that fit now are planned to start now (what the
+    next pass starts), the next one is bulk's reservation and the last is forecast.
+    The other partition is planned as the full pass plans it, around bulk's jobs as if
+    started: 200 starts in the hole before 199's reservation, not on bulk's nodes; 201,
+    which would delay 199, does not start."""
     snap = _snap()
     turn = build_scheduler().run_pass(snap, max_starts=CAP)
     full = build_scheduler().run_pass(snap)
     assert not turn.complete and turn.capped == ("bulk",)
     assert turn.backfill is not None
     placed = placed_nodes(turn.plan)
-    assert set(placed) == {100, 101, 200}
+    assert set(placed) == {100, 101, 102, 103, 104, 200}
     assert placed[200] == ("n0005",)
-    assert {p.job_id: p.allocation for p in turn.plan.placements if p.job_id > 101} == {
+    assert {p.job_id: p.allocation for p in turn.plan.placements if p.job_id > 104} == {
         p.job_id: p.allocation for p in full.plan.placements if p.job_id > 107
     }
-    # bulk's jobs 102-107 fit now: each expects to start now, on the nodes the full pass
+    # bulk's jobs 105-107 fit now: each expects to start now, on the nodes the full pass
     # started it on
     full_nodes = placed_nodes(full.plan)
-    for job in range(102, 108):
+    for job in range(105, 108):
         start, _, alloc = turn.reservations[job]
         assert start == NOW and alloc.nodes == full_nodes[job]
     # the reservations the full pass made (bulk's next job, 199) are the same
@@ -76,8 +77,8 @@ def test_a_pass_stopped_at_the_cap_runs_the_backfill_stage() -> None:
     # 201's)
     assert NOW + 50 <= turn.reservations[199][0] < NOW + 600
     updates = {u.job_id: u for u in turn.plan.updates}
-    assert updates[102].reason is PendingReason.PRIORITY
-    assert updates[102].expected_start == NOW
+    assert updates[105].reason is PendingReason.PRIORITY
+    assert updates[105].expected_start == NOW
     assert 201 not in placed
     assert 109 in turn.plan.forecasting  # bulk's last job: its start forecast
 
@@ -90,33 +91,42 @@ def test_a_pass_stopped_at_its_depth_still_runs_no_backfill_stage() -> None:
     assert deep.backfill is None and deep.plan.forecasting == ()
     not_due = build_scheduler().run_pass(snap, max_starts=CAP, backfill=False)
     assert not_due.backfill is None and not_due.capped == ("bulk",)
-    assert all(job not in not_due.statuses for job in range(102, 110))
+    assert all(job not in not_due.statuses for job in range(105, 110))
 
 
-def test_a_turn_hands_over_as_many_jobs_as_the_policy_tests() -> None:
-    """bf_max_job_test: with four a partition, the turn hands backfill bulk's first four
-    jobs past the cap; the others stay passed over (no verdict, no update)."""
+def test_a_turn_hands_over_as_many_jobs_as_the_policy_tests_and_the_cap() -> None:
+    """bf_max_job_test: with two a partition, the turn hands backfill bulk's first two
+    jobs past the cap; the others stay passed over (no verdict, no update). With every
+    job to test, never more than the cap (a turn costs what a capped pass costs)."""
     raw = default_profile()
-    raw["plugin_args"] = {"backfill": {"max_job_test": 4}}
+    raw["plugin_args"] = {"backfill": {"max_job_test": 2}}
     turn = build_scheduler(raw).run_pass(_snap(), max_starts=CAP)
-    assert {102, 103, 104, 105} <= set(turn.statuses)
+    assert {105, 106} <= set(turn.statuses)
+    assert not {107, 108, 109} & set(turn.statuses)
+    assert not {107, 108, 109} & {u.job_id for u in turn.plan.updates}
+    raw["plugin_args"] = {"backfill": {"max_job_test": 0}}
+    turn = build_scheduler(raw).run_pass(_snap(), max_starts=3)
+    assert {103, 104, 105} <= set(turn.statuses)
     assert not {106, 107, 108, 109} & set(turn.statuses)
-    assert not {106, 107, 108, 109} & {u.job_id for u in turn.plan.updates}
 
 
 def test_paced_backfill_runs_once_per_interval_while_every_pass_stops_at_the_cap() -> None:
     """bf_interval is 30 s: passes every 10 s, each stopping at the cap, backfill at 0,
-    30 and 60 s (before: never, as none completed); each of those holds 199's
-    reservation and starts 200 in its hole, never 201."""
+    30 and 60 s (before: never, as none completed). Each of those reserves 199 and
+    starts 200 in the hole before it, never 201; every pass starts bulk's first five, as
+    the cap lets it, and the turns plan the next ones to start now."""
     paced = PacedScheduler(build_scheduler(), bounds=PassBounds(100, 60.0, CAP))
     results = [paced.run_pass(_snap(NOW + t)) for t in range(0, 70, 10)]
     assert all(r.capped == ("bulk",) for r in results)
     ran = [r.backfill is not None for r in results]
     assert ran == [True, False, False, True, False, False, True]
-    for r in results:
+    for at, r in zip(range(0, 70, 10), results, strict=True):
         placed = placed_nodes(r.plan)
         assert 201 not in placed
-        assert set(placed) - {100, 101} == ({200} if r.backfill is not None else set())
+        assert set(placed) & set(BULK) == set(BULK[:CAP])
+        assert set(placed) - set(BULK) == ({200} if r.backfill is not None else set())
+        if r.backfill is not None:
+            assert 199 in r.reservations and r.reservations[105][0] == NOW + at
 
 
 class _Host:
@@ -165,7 +175,7 @@ def test_a_job_handed_over_keeps_its_own_reason() -> None:
     behind a blocked queue does: held by its user, it shows that, not the cap's
     Priority, and backfill plans it not."""
     jobs = [make_job(i).cpus(1).limit(600).partition("bulk") for i in range(100, 104)]
-    jobs.append(make_job(104).cpus(1).limit(600).partition("bulk").hold())
+    jobs[2] = make_job(102).cpus(1).limit(600).partition("bulk").hold()
     snap = (
         cluster(NOW)
         .uniform_nodes(2, cpus=4)
@@ -173,7 +183,7 @@ def test_a_job_handed_over_keeps_its_own_reason() -> None:
         .pending(*jobs)
         .build()
     )
-    turn = build_scheduler().run_pass(snap, max_starts=CAP)
-    assert turn.statuses[102].reason is PendingReason.PRIORITY
-    assert turn.statuses[104].reason is PendingReason.JOB_HELD_USER
-    assert 104 not in turn.reservations and 102 in turn.reservations
+    turn = build_scheduler().run_pass(snap, max_starts=2)
+    assert turn.statuses[103].reason is PendingReason.PRIORITY
+    assert turn.statuses[102].reason is PendingReason.JOB_HELD_USER
+    assert 102 not in turn.reservations and 103 in turn.reservations

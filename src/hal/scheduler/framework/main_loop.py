@@ -110,6 +110,7 @@ class MainLoop:
         # pass's most starts (``run``'s ``max_starts``): the partitions it passed over
         self.capped: dict[str, Status] = {}
         self._to_hand: dict[str, int] = {}  # partition → jobs still to hand over
+        self._max_starts = 0  # ``run``'s (while it hands jobs over)
 
     def run(
         self,
@@ -130,8 +131,8 @@ class MainLoop:
         ``hand_over`` (a pass whose backfill stage runs although it stopped at the cap:
         backfill's turn, ADR 0029): the first jobs passed over in each partition, as many
         as its backfill policy tests (``max_job_test``, less the jobs of it already held
-        back; 0: all), are handed to backfill (``_hand_over``) rather than left
-        undecided; ``capped`` names the partitions."""
+        back; 0: all) and ``max_starts`` at most, are handed to backfill
+        (``_hand_over``) rather than left undecided; ``capped`` names the partitions."""
         framework, ctx = self.framework, self.ctx
         gate = self.gate
         blocked, statuses, verdicts, fit_cache = (
@@ -154,6 +155,7 @@ class MainLoop:
         counted = 0  # (``placed`` is counted into ``starts`` up to here)
         passed_over: list[Job] = []
         capped, to_hand = self.capped, self._to_hand
+        self._max_starts = max_starts or 0
         for job in queue:
             if stop:
                 if looked >= most:
@@ -248,7 +250,9 @@ class MainLoop:
             left = 0
             policy = self._backfill.policy_for(partition) if self._backfill is not None else None
             if policy is not None:
-                left = policy.max_job_test or sys.maxsize  # (0: every job)
+                # (0: every job; never more than the pass started: a turn costs at most
+                # twice the cycles of a pass that stopped at the cap)
+                left = min(policy.max_job_test or sys.maxsize, self._max_starts)
                 left -= sum(1 for each in self.held if each.partition == partition)
         if left <= 0 or (claimed and job.id in claimed):
             self._to_hand[partition] = left
