@@ -330,6 +330,11 @@ def run_scale_bench(
         "max_pass_s": _seconds(diag, "max_pass_s"),
         "max_forecast_slice_s": _seconds(diag, "max_forecast_slice_s"),
         "max_cycle_s": _seconds(diag, "max_cycle_s"),
+        # passes that stopped at max_job_starts, those of them that backfilled (its turn),
+        # and all the passes that backfilled, from /v1/diag
+        "passes_capped": int(diag.get("passes_capped") or 0),
+        "passes_capped_backfilled": int(diag.get("passes_capped_backfilled") or 0),
+        "backfill_cycles": int(diag.get("backfill_cycles") or 0),
         "targets": TARGETS,
     }
 

@@ -129,7 +129,7 @@ def _forecast_lines(d: SchedulerDiag) -> list[str]:
     does not count them apart)."""
     if d.forecast_slices is None:
         return []
-    return [
+    lines = [
         "",
         "Forecast statistics (microseconds):",
         f"\tTotal slices: {d.forecast_slices}",
@@ -138,6 +138,12 @@ def _forecast_lines(d: SchedulerDiag) -> list[str]:
         f"\tLast cycle with its slice: {_us(d.last_cycle_s)}",
         f"\tMax cycle with its slice:  {_us(d.max_cycle_s)}",
     ]
+    if d.passes_capped is not None:
+        lines += [
+            f"\tPasses stopped at max_job_starts: {d.passes_capped}",
+            f"\tPasses stopped there that backfilled: {d.passes_capped_backfilled or 0}",
+        ]
+    return lines
 
 
 def _server_lines(d: SchedulerDiag) -> list[str]:

@@ -10,8 +10,10 @@ that scheduling never takes more than about half of the process while requests p
 With pending jobs present a cycle also runs every ``interval`` seconds (begin times pass,
 nodes recover); an idle cluster does no work at all.
 
-``PacedScheduler`` gives the passes Slurm's bf_interval: the backfill stage runs at most
-once per the plugin's ``interval_s`` (30 s by default), the main pass on every cycle;
+``PacedScheduler`` gives the passes Slurm's bf_interval: the backfill stage runs once
+per the plugin's ``interval_s`` (30 s by default), also in a pass that stopped at
+``max_job_starts`` (its turn, as Slurm's backfill thread is not held back by
+sched_max_job_start), the main pass on every cycle;
 and Slurm's bounds on the main pass (ADR 0029): a pass looks at every pending job only
 every ``sched_interval`` (and when backfill is due), the others at the first
 ``default_queue_depth`` in queue order, and every pass passes over a partition's jobs
@@ -66,9 +68,11 @@ class PassBounds:
     every ``sched_interval_s`` (sched_interval) and whenever backfill is due (it plans
     the whole queue); ``max_starts`` (sched_max_job_start): every pass passes over a
     partition's jobs once it has placed this many of them (0: no limit), and a pass that
-    stopped so does not count as full or as backfilled, so the next one is full again. A
-    full pass that did not stop decides what ``Scheduler.run_pass`` without bounds
-    decides. The default: none."""
+    stopped so does not count as full, so the next one is full again; when backfill was
+    due it runs the stage all the same (backfill's turn: ``Scheduler.run_pass``), so
+    backfill still runs once per bf_interval while every pass reaches the cap. A full
+    pass that did not stop decides what ``Scheduler.run_pass`` without bounds decides.
+    The default: none."""
 
     queue_depth: int = 0
     sched_interval_s: float = 0.0
@@ -78,7 +82,8 @@ class PassBounds:
 class PacedScheduler:
     """``scheduler``'s passes with bf_interval honoured: the backfill stage runs when at
     least ``scheduler.backfill_interval_s`` has passed (on the snapshots' clock) since the
-    last pass that ran it; the passes in between keep the expected starts it gave.
+    last pass that ran it (one that stopped at ``max_job_starts`` too: its turn); the
+    passes in between keep the expected starts it gave.
 
     Slurm runs its main scheduler on events and backfill every bf_interval for the same
     reason: a backfill pass plans the whole queue over time and costs more than a main
@@ -136,11 +141,10 @@ class PacedScheduler:
             depth=None if full else self.bounds.queue_depth,
             max_starts=self.bounds.max_starts or None,
         )
-        if result.complete:  # (a pass stopped at max_starts: the next one is full again)
-            if due:
-                self.last_backfill = now
-            if full:
-                self.last_full = now
+        if due:  # (a pass that stopped at max_starts ran the stage too: backfill's turn)
+            self.last_backfill = now
+        if full and result.complete:  # (one stopped at max_starts: the next one is full)
+            self.last_full = now
         return result
 
     def schedule(self, snapshot: ClusterSnapshot) -> Plan:
@@ -164,7 +168,11 @@ class CycleStats:
     after it (what paces the next cycle); ``last_pass_s``: the pass alone (its main loop
     and, when due, its backfill stage: Slurm's main and backfill schedulers in one);
     ``last_forecast_s``: the forecast slice the cycle ran after applying the plan (None:
-    it ran none)."""
+    it ran none). ``last_capped``: the last pass passed over a partition's jobs at
+    ``max_job_starts`` (``PassResult.capped``); ``last_backfilled``: it ran the backfill
+    stage (``PassResult.backfill``: with jobs held back to plan). ``capped``,
+    ``backfilled`` and ``capped_backfilled`` count the passes that did the one, the
+    other, and both (backfill's turn in a pass that stopped at the cap, ADR 0029)."""
 
     cycles: int = 0
     last_duration_s: float = 0.0
@@ -173,17 +181,31 @@ class CycleStats:
     last_pending: int = 0
     last_started: int = 0
     total_started: int = 0
+    last_capped: bool = False
+    last_backfilled: bool = False
+    capped: int = 0
+    backfilled: int = 0
+    capped_backfilled: int = 0
+
+    def count(self, result: PassResult) -> None:
+        """The pass of ``result``: ``last_capped``, ``last_backfilled`` and the counts."""
+        capped = self.last_capped = bool(result.capped)
+        backfilled = self.last_backfilled = result.backfill is not None
+        self.capped += capped
+        self.backfilled += backfilled
+        self.capped_backfilled += capped and backfilled
 
 
 class SchedulerService:
-    """``decide`` runs a pass; ``forecast`` (a ``PassRunner``'s) works out the forecast
-    starts of a plan that has some (``Plan.forecasting``) once it is applied: None, a
-    plan's forecast is never asked for."""
+    """``decide`` runs a pass (a ``PassRunner``'s ``run_pass``, or a wrapper of it);
+    ``forecast`` (the same runner's) works out the forecast starts of a plan that has
+    some (``Plan.forecasting``) once it is applied: None, a plan's forecast is never
+    asked for."""
 
     def __init__(
         self,
         host: SchedulerHost,
-        decide: Callable[[ClusterSnapshot], Plan],
+        decide: Callable[[ClusterSnapshot], PassResult],
         *,
         forecast: Callable[[Plan], tuple[PendingUpdate, ...]] | None = None,
         interval_s: float = 1.0,
@@ -239,8 +261,10 @@ class SchedulerService:
             return False
         stats = self.stats
         started = time.perf_counter()
-        plan = await loop.run_in_executor(None, self.decide, snap)
+        result = await loop.run_in_executor(None, self.decide, snap)
         stats.last_duration_s = stats.last_pass_s = time.perf_counter() - started
+        stats.count(result)
+        plan = result.plan
         stats.last_forecast_s = None
         applied = await self.host.apply_plan(plan)
         if plan.forecasting and self.forecast is not None:  # after the starts: only shown

@@ -76,6 +76,10 @@ class SchedulerDiag(WireModel):
     forecast_slices: int | None = None
     last_forecast_slice_s: float | None = None
     max_forecast_slice_s: float | None = None
+    # the passes that passed over a partition's jobs at max_job_starts, and those of them
+    # that ran the backfill stage all the same (its turn once bf_interval passed)
+    passes_capped: int | None = None
+    passes_capped_backfilled: int | None = None
 
     def main_schedule(self) -> tuple[float, float, float, int]:
         """The passes' last, longest, summed (seconds) and mean (µs) duration: Slurm's

@@ -96,6 +96,7 @@ def run_backfill(
     groupings: Groupings,
     *,
     explain: bool = True,
+    capped: frozenset[str] = frozenset(),
 ) -> BackfillResult:
     """Plan ``held`` (the jobs the main loop held back, in priority order; each stopped
     at the stage in ``held_stages``: the gate, or Filter) on ``ctx``, whose table already
@@ -107,7 +108,13 @@ def run_backfill(
 
     ``groupings``: the pass's group placements; those that held jobs back in the main
     loop (``Groupings.held``) hand them over first (``GroupPlacement.hand_over``), and
-    each job one of them claims is planned by it."""
+    each job one of them claims is planned by it.
+
+    ``capped``: the partitions whose starts this pass reached its cap (backfill's turn in
+    a pass that stopped there): none of their jobs starts; one that fits now is held
+    from now instead (``Planner.start_now(keep=True)``: its expected start now, its
+    nodes kept from the later jobs), whole (the next pass's main loop starts it with its
+    own limit, not shortened); the others are reserved or forecast as usual."""
     policies: dict[str, BackfillPolicy | None] = {}
     for job in held:
         if job.partition not in policies:
@@ -135,7 +142,7 @@ def run_backfill(
     reservations = planner.reservations
     conservative = BackfillMode.CONSERVATIVE
     ordered = _order(jobs, policies, planner)
-    settled = _Settled.of(planner, ordered, bool(grouped))
+    settled = None if capped else _Settled.of(planner, ordered, bool(grouped))
     i, n = 0, len(ordered)
     while i < n:
         screened = False  # next_candidate screens CPUs over the window as start_now would
@@ -172,19 +179,21 @@ def run_backfill(
             continue
         runtime = planner.hold_for(job)
         key = placement_key(job)
+        keep = partition in capped  # (held from now, not started: the pass's cap)
+        shorten = spec.time_min_s and not keep
         if now + runtime >= failed_now.get(key, math.inf):
-            if spec.time_min_s and planner.start_shortened(job, runtime):
+            if shorten and planner.start_shortened(job, runtime):
                 continue
             if owed:
                 deferred.append(job)
             continue
         planner.flush()  # earlier reservations first: they constrain this job
-        stage = planner.start_now(job, runtime, screened=screened)
+        stage = planner.start_now(job, runtime, screened=screened, keep=keep)
         if stage is Stage.DONE:
             continue
         if stage is Stage.FILTER:  # only a resource failure carries over to the key
             failed_now[key] = min(failed_now.get(key, math.inf), now + runtime)
-        if spec.time_min_s and stage in SHORTENABLE and planner.start_shortened(job, runtime):
+        if shorten and stage in SHORTENABLE and planner.start_shortened(job, runtime):
             continue
         planner.defer(job)
     return _result(planner, ordered, settled, explain=explain)

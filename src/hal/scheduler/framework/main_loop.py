@@ -22,8 +22,9 @@ with the stage each stopped at; the terminations.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
@@ -57,6 +58,14 @@ _UNJUDGED = PendingReason.WAITING_FOR_SCHEDULING
 # The verdict of an eligible job after the stop: no placement was tried (Slurm's
 # WAIT_NO_REASON, "None", which its build_job_queue gives a job found independent).
 _ELIGIBLE = unschedulable(PendingReason.NONE, "eligible: not looked at by this pass", QUEUE)
+
+
+def _capped(partition: str, max_starts: int) -> Status:
+    """The verdict of a job passed over at its partition's cap and handed to backfill."""
+    message = f"partition {partition} placed max_job_starts ({max_starts}) jobs this pass"
+    return unschedulable(PendingReason.PRIORITY, message, QUEUE)
+
+
 # The queue a job waits in: its partition, and the advance reservation it runs in (None
 # for most). A reservation's jobs run only on its nodes, which no other job may use
 # meanwhile, so they neither wait behind the partition's blocked head nor block it.
@@ -97,9 +106,19 @@ class MainLoop:
         )
         self._planned: dict[str, bool] = {}  # partition → has a backfill policy
         self._reasons = tuple(each.reason for each in self._counted)  # their shortages
+        # partition → the verdict of its jobs handed to backfill once it reached the
+        # pass's most starts (``run``'s ``max_starts``): the partitions it passed over
+        self.capped: dict[str, Status] = {}
+        self._to_hand: dict[str, int] = {}  # partition → jobs still to hand over
+        self._max_starts = 0  # ``run``'s (while it hands jobs over)
 
     def run(
-        self, queue: Sequence[Job], *, depth: int | None = None, max_starts: int | None = None
+        self,
+        queue: Sequence[Job],
+        *,
+        depth: int | None = None,
+        max_starts: int | None = None,
+        hand_over: bool = False,
     ) -> bool:
         """Decide the jobs of ``queue`` in queue order: every one, or the first ``depth``
         (Slurm's default_queue_depth); a partition's jobs are passed over once
@@ -107,7 +126,13 @@ class MainLoop:
         one partition's backlog never keeps another's jobs from their nodes). True when
         every job was decided; the jobs after a stop, or passed over, are not looked at
         (no verdict: they keep what the store has). This runs for every pending job of
-        every pass: what it reads is in locals, the common paths inline."""
+        every pass: what it reads is in locals, the common paths inline.
+
+        ``hand_over`` (a pass whose backfill stage runs although it stopped at the cap:
+        backfill's turn, ADR 0029): the first jobs passed over in each partition, as many
+        as its backfill policy tests (``max_job_test``, less the jobs of it already held
+        back; 0: all) and ``max_starts`` at most, are handed to backfill
+        (``_hand_over``) rather than left undecided; ``capped`` names the partitions."""
         framework, ctx = self.framework, self.ctx
         gate = self.gate
         blocked, statuses, verdicts, fit_cache = (
@@ -129,6 +154,8 @@ class MainLoop:
         starts: Counter[str] = Counter()  # placements by partition (``max_starts``)
         counted = 0  # (``placed`` is counted into ``starts`` up to here)
         passed_over: list[Job] = []
+        capped, to_hand = self.capped, self._to_hand
+        self._max_starts = max_starts or 0
         for job in queue:
             if stop:
                 if looked >= most:
@@ -141,6 +168,14 @@ class MainLoop:
                             starts[each.partition] += 1
                         counted = len(placed)
                     if starts[job.partition] >= max_starts:
+                        if job.partition not in capped:
+                            capped[job.partition] = _capped(job.partition, max_starts)
+                        if (
+                            hand_over
+                            and to_hand.get(job.partition, 1) > 0  # (1: not yet asked)
+                            and self._hand_over(job, claimed)
+                        ):
+                            continue
                         passed_over.append(job)
                         continue
             if claimed and job.id in claimed:
@@ -201,7 +236,38 @@ class MainLoop:
                 self._hand_over_counters(job)
         if passed_over:
             self.notice_eligible(passed_over)
+        return not capped  # (jobs passed over at the cap, handed to backfill or not)
+
+    def _hand_over(self, job: Job, claimed: Mapping[int, GroupPlacement]) -> bool:
+        """``job``, passed over at its partition's cap in backfill's turn: handed to
+        backfill (True) while its partition's policy tests more, as a job behind a
+        blocked queue is (its own PreFilter verdict, else the cap's ``Priority``), so
+        the stage plans it after the jobs placed, ahead of the later ones. A group
+        placement's job, or one of a partition without a policy, is left passed over."""
+        partition = job.partition
+        left = self._to_hand.get(partition)
+        if left is None:
+            left = 0
+            policy = self._backfill.policy_for(partition) if self._backfill is not None else None
+            if policy is not None:
+                # (0: every job; never more than the pass started: a turn costs at most
+                # twice the cycles of a pass that stopped at the cap)
+                left = min(policy.max_job_test or sys.maxsize, self._max_starts)
+                left -= sum(1 for each in self.held if each.partition == partition)
+        if left <= 0 or (claimed and job.id in claimed):
+            self._to_hand[partition] = left
             return False
+        self._to_hand[partition] = left - 1
+        own = self.framework.pre_filter(self.ctx, job)
+        if own is None:
+            self.statuses[job.id] = self.capped[partition]
+            self.held.append(job)
+            self.held_stages.append(_GATE)
+            self.waiting.append(job)
+            return True
+        self.statuses[job.id] = own.status
+        if self._not_placed(job, own.status, own.stage):
+            self._hand_over_counters(job)
         return True
 
     def notice_eligible(self, rest: Sequence[Job]) -> None:

@@ -324,23 +324,35 @@ class Planner:
                 self.reserved_in(job.partition)
         self.deferred.clear()
 
-    def start_now(self, job: Job, runtime: float, *, screened: bool = False) -> Stage | None:
+    def start_now(
+        self, job: Job, runtime: float, *, screened: bool = False, keep: bool = False
+    ) -> Stage | None:
         """``screened``: the caller knows the job's CPUs are free all through its run
-        (``_Settled.next_candidate`` on this very profile)."""
+        (``_Settled.next_candidate`` on this very profile). ``keep``: a job of a
+        partition at the pass's cap: one that fits is not started but held from now,
+        its reservation's start now (what it expects: the next pass starts it), as a
+        started one holds its nodes from the later jobs."""
         needs = 0 if screened else self.min_cpus(job)
         self.plan_counts(job)
-        stage = self.try_start(job, runtime, needs, self.result)
+        stage = self.try_start(job, runtime, needs, self.result, keep=keep)
         if stage is Stage.DONE:
             self._free.clear()
         return stage
 
     def try_start(
-        self, job: Job, runtime: float, min_cpus: int, result: BackfillResult
+        self,
+        job: Job,
+        runtime: float,
+        min_cpus: int,
+        result: BackfillResult,
+        *,
+        keep: bool = False,
     ) -> Stage | None:
         """Start ``job`` (which needs ``min_cpus`` at least; 0: already screened) now if
         it fits for ``runtime`` without delaying a reservation; its placement and
-        verdict go to ``result``. Returns the stage its cycle stopped at (``DONE`` when
-        placed; ``None`` when the CPU screen said no)."""
+        verdict go to ``result`` (``keep``: its reservation from now, ``hold``).
+        Returns the stage its cycle stopped at (``DONE`` when placed or held; ``None``
+        when the CPU screen said no)."""
         ctx = self.ctx
         profile = self.profile
         end = ctx.now + runtime
@@ -352,6 +364,9 @@ class Planner:
         out = self.framework.place(ctx, job, Mode.NOW, within=profile.window(0, end))
         ctx.data.delete(PLAN_END)
         if out.status.is_success and out.allocation is not None:
+            if keep:
+                self.hold(job, ctx.now, runtime, out.allocation)
+                return Stage.DONE
             profile.reserve(ctx.now, end, ctx.nodes.rows_of(out.allocation), job.spec.exclusive)
             self._hold_counts(job, ctx.now, end)
             result.placements.append((job, out.allocation))

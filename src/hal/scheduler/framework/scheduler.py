@@ -93,6 +93,9 @@ class PassResult:
     # depth or at its most starts; the jobs after the stop have no verdict here, but for
     # those waiting for their begin time or other jobs: ``MainLoop.notice_eligible``).
     complete: bool = True
+    # The partitions whose jobs the main loop passed over at their most starts
+    # (``max_starts``), in the order it first did: () when it stopped at none.
+    capped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,11 +205,20 @@ class Scheduler:
         the jobs after the stop or passed over (no verdict, no update: they keep the
         reason and expected start the store has; but one waiting for its begin time or
         for other jobs gets its PreFilter's verdict, ``None`` once eligible:
-        ``MainLoop.notice_eligible``), and
-        runs no backfill stage (the held-back jobs keep their expected starts, as with
-        ``backfill=False``): backfill plans the whole queue behind the jobs placed. The
-        jobs it looked at are decided as a full pass decides them: the same placements,
-        in the same order, up to the stop. None (the default): every job."""
+        ``MainLoop.notice_eligible``). A pass that stopped at ``depth`` runs no
+        backfill stage (the held-back jobs keep their expected starts, as with
+        ``backfill=False``): backfill plans the whole queue behind the jobs placed. A
+        pass without ``depth`` that passed over jobs at ``max_starts`` runs it when
+        ``backfill`` (backfill's turn, as Slurm's backfill is not held back by
+        sched_max_job_start): the first jobs it passed over in each such partition, as
+        many as the partition's policy tests, are handed to it with the verdict
+        ``Priority``; it starts none of a capped partition's jobs (the plan applier
+        would not: ``max_job_starts`` a partition a plan), but plans those that fit now
+        to start now (the next pass starts them; their nodes are held from the later
+        jobs), reserves and forecasts the others; the partitions' names are in
+        ``PassResult.capped``. The jobs the main loop looked at are decided as a full
+        pass decides them: the same placements, in the same order, up to the stop.
+        None (the default): every job."""
         # a forecast not yet planned whole is carried into a pass that runs no backfill
         # stage (what it holds is that stage's pass's, whole snapshot included)
         carried, self._forecast = self._forecast, None
@@ -256,11 +268,17 @@ class Scheduler:
         depth, max_starts = bounds
         framework.new_pass(every_job=depth is None)
         loop = MainLoop(framework, ctx, Groupings((HetGroups(), PartitionLists())), explain=explain)
-        #    A bounded pass (``depth``, ``max_starts``) may stop before the end.
-        complete = loop.run(framework.sort(snapshot.pending), depth=depth, max_starts=max_starts)
+        #    A bounded pass (``depth``, ``max_starts``) may stop before the end; one that
+        #    looks at every job but stops placing a partition's at its cap hands backfill
+        #    the first jobs it passes over (backfill's turn).
+        turn = backfill and depth is None and max_starts is not None
+        complete = loop.run(
+            framework.sort(snapshot.pending), depth=depth, max_starts=max_starts, hand_over=turn
+        )
         # 3. Backfill: the held-back jobs planned over time; those that delay no
         #    reservation start now, the first blocked ones get reservations.
-        planned, cycle = self._backfill(framework, ctx, loop, backfill and complete, explain)
+        backfill = backfill and (complete or turn)
+        planned, cycle = self._backfill(framework, ctx, loop, backfill, explain)
         loop.placed.extend(planned.placements)
         loop.statuses.update(planned.statuses)
         forecast = planned.forecast if want_updates else None
@@ -286,8 +304,8 @@ class Scheduler:
         forecasting: tuple[int, ...] = ()
         if forecast is not None:
             forecasting = tuple(j.id for j in forecast.jobs)
-        elif carried is not None and not (backfill and complete) and want_updates:
-            # the stage was not due (bf_interval) or the pass stopped: the last one's
+        elif carried is not None and not backfill and want_updates:
+            # the stage was not due (bf_interval) or the pass stopped at its depth: the last one's
             # forecast goes on where it stopped. A pass whose stage was due drops it,
             # even with nothing held back: a full pass's plan depends on its snapshot
             # alone (the same snapshot, the same plan).
@@ -313,6 +331,7 @@ class Scheduler:
             cycle,
             settled=settled,
             complete=complete,
+            capped=tuple(loop.capped),
         )
 
     @staticmethod
@@ -342,6 +361,7 @@ class Scheduler:
             loop.placed,
             loop.groupings,
             explain=explain,
+            capped=frozenset(loop.capped),
         )
         cycle = BackfillCycle(
             time.perf_counter() - began,

@@ -60,6 +60,8 @@ class Counted:
     backfill_jobs: int = 0
     backfill_cycles: int = 0
     backfill_s: float = 0.0
+    passes_capped: int = 0
+    passes_capped_backfilled: int = 0
 
     def __sub__(self, base: Counted) -> Counted:
         return Counted(*(getattr(self, f) - getattr(base, f) for f in self.__slots__))
@@ -82,6 +84,8 @@ def counted(m: HalMetrics) -> Counted:
         backfill_jobs=int(_sum(m.backfill_started, "_total")),
         backfill_cycles=int(_sum(m.backfill_cycles, "_total")),
         backfill_s=_sum(m.backfill_duration, "_sum"),
+        passes_capped=int(_sum(m.passes_capped, "_total")),
+        passes_capped_backfilled=int(_sum(m.passes_capped_backfilled, "_total")),
     )
 
 
@@ -139,6 +143,8 @@ def scheduler_diag(plane: ObservePlane, agent_queue_size: int | None = None) -> 
         forecast_slices=c.forecast_slices,
         last_forecast_slice_s=m.forecast_last_s if sliced else 0.0,
         max_forecast_slice_s=m.forecast_max_s,
+        passes_capped=c.passes_capped,
+        passes_capped_backfilled=c.passes_capped_backfilled,
         total_depth=m.cycle_depth_total,
         last_queue_length=m.last_queue_length,
         backfill_jobs=c.backfill_jobs,

@@ -141,6 +141,17 @@ class HalMetrics:
             "ran), without the cycle's forecast slice.",
             buckets=CYCLE_BUCKETS, registry=r,
         )  # fmt: skip
+        self.passes_capped = Counter(
+            "hal_scheduling_passes_capped",
+            "Scheduling passes that passed over a partition's jobs at max_job_starts.",
+            registry=r,
+        )
+        self.passes_capped_backfilled = Counter(
+            "hal_scheduling_passes_capped_backfilled",
+            "Scheduling passes that stopped at max_job_starts and ran the backfill stage "
+            "all the same (its turn: bf_interval had passed).",
+            registry=r,
+        )
         self.forecast_slice = Histogram(
             "hal_forecast_slice_duration_seconds",
             "Duration of one slice of the expected-start forecast (bf_yield_interval), run "
@@ -369,6 +380,10 @@ class HalMetrics:
         self.last_cycle_time = self.clock.now()
         self.cycle_max_s = max(self.cycle_max_s, stats.last_duration_s)
         self.pass_max_s = max(self.pass_max_s, stats.last_pass_s)
+        if stats.last_capped:
+            self.passes_capped.inc()
+            if stats.last_backfilled:
+                self.passes_capped_backfilled.inc()
         sliced = stats.last_forecast_s
         if sliced is not None:
             self.forecast_slice.observe(sliced)
@@ -418,15 +433,15 @@ class HalMetrics:
 
 def instrumented_decide(
     scheduler: PassRunner, sinks: Sequence[Callable[[PassResult], None]]
-) -> Callable[[ClusterSnapshot], Plan]:
-    """``scheduler.schedule`` that also hands each ``PassResult`` to ``sinks`` (metrics,
+) -> Callable[[ClusterSnapshot], PassResult]:
+    """``scheduler.run_pass`` that also hands each ``PassResult`` to ``sinks`` (metrics,
     traces). Runs on the scheduler's worker thread; sinks must be thread-safe and cheap."""
 
-    def decide(snapshot: ClusterSnapshot) -> Plan:
+    def decide(snapshot: ClusterSnapshot) -> PassResult:
         result = scheduler.run_pass(snapshot)
         for sink in sinks:
             sink(result)
-        return result.plan
+        return result
 
     return decide
 

@@ -1,0 +1,189 @@
+"""Backfill's turn (ADR 0029): a pass that stops placing a partition's jobs at its most
+starts (sched_max_job_start) runs its backfill stage all the same when bf_interval has
+passed, as Slurm's backfill thread is not held back by sched_max_job_start. It starts no
+job of the capped partition (the plan applier would not), plans those that fit now to
+start now, holding their nodes from the later jobs, and plans the other partitions as a
+full pass would; ``PacedScheduler`` gives it once per bf_interval while every pass stops
+at the cap, and ``CycleStats`` counts both."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hal.core.states import PendingReason
+from hal.scheduler.framework.scheduler import PassResult
+from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+from hal.scheduler.plugins import build_scheduler, default_profile
+from hal.scheduler.service import PacedScheduler, PassBounds, SchedulerService
+from hal.testing import cluster, make_job, placed_nodes
+
+NOW = 1000.0
+BULK = tuple(range(100, 110))  # ten 1-CPU jobs of partition bulk, first in the queue
+CAP = 5
+
+
+def _snap(now: float = NOW) -> ClusterSnapshot:
+    """Five 4-CPU nodes. Partition bulk (n0001, n0002) has a backlog of ten 1-CPU jobs
+    ahead of everyone; partition other (every node) has a head needing three whole nodes
+    (199: n0003 and n0004 are busy until 1100, so it is reserved from then, with
+    n0005), a 50 s job that fits before that reservation (200) and a 600 s one that would
+    delay it (201). With the cap at two, every pass places bulk's 100 and 101 and passes
+    over the eight others."""
+    busy = [make_job(i).cpus(4).limit(100).running_on(f"n000{i}", start=NOW) for i in (3, 4)]
+    bulk = [make_job(i).cpus(1).limit(600).partition("bulk") for i in BULK]
+    other = [
+        make_job(199).nodes(3).cpus(4).limit(600).partition("other"),
+        make_job(200).cpus(1).limit(50).partition("other"),
+        make_job(201).cpus(1).limit(600).partition("other"),
+    ]
+    return (
+        cluster(now)
+        .uniform_nodes(5, cpus=4)
+        .partition("bulk", "n0001", "n0002")
+        .partition("other", "n0001", "n0002", "n0003", "n0004", "n0005")
+        .running(*busy)
+        .pending(*bulk, *other)
+        .build()
+    )
+
+
+def test_a_pass_stopped_at_the_cap_runs_the_backfill_stage() -> None:
+    """The turn starts nothing of bulk past the cap: of the five bulk jobs handed over
+    (as many as the cap), the three that fit now are planned to start now (what the
+    next pass starts), the next one is bulk's reservation and the last is forecast.
+    The other partition is planned as the full pass plans it, around bulk's jobs as if
+    started: 200 starts in the hole before 199's reservation, not on bulk's nodes; 201,
+    which would delay 199, does not start."""
+    snap = _snap()
+    turn = build_scheduler().run_pass(snap, max_starts=CAP)
+    full = build_scheduler().run_pass(snap)
+    assert not turn.complete and turn.capped == ("bulk",)
+    assert turn.backfill is not None
+    placed = placed_nodes(turn.plan)
+    assert set(placed) == {100, 101, 102, 103, 104, 200}
+    assert placed[200] == ("n0005",)
+    assert {p.job_id: p.allocation for p in turn.plan.placements if p.job_id > 104} == {
+        p.job_id: p.allocation for p in full.plan.placements if p.job_id > 107
+    }
+    # bulk's jobs 105-107 fit now: each expects to start now, on the nodes the full pass
+    # started it on
+    full_nodes = placed_nodes(full.plan)
+    for job in range(105, 108):
+        start, _, alloc = turn.reservations[job]
+        assert start == NOW and alloc.nodes == full_nodes[job]
+    # the reservations the full pass made (bulk's next job, 199) are the same
+    assert {j: r for j, r in turn.reservations.items() if j > 107} == full.reservations
+    # (199 from the busy nodes' ends, rounded to bf_resolution: after 200's end, before
+    # 201's)
+    assert NOW + 50 <= turn.reservations[199][0] < NOW + 600
+    updates = {u.job_id: u for u in turn.plan.updates}
+    assert updates[105].reason is PendingReason.PRIORITY
+    assert updates[105].expected_start == NOW
+    assert 201 not in placed
+    assert 109 in turn.plan.forecasting  # bulk's last job: its start forecast
+
+
+def test_a_pass_stopped_at_its_depth_still_runs_no_backfill_stage() -> None:
+    """The tail after a depth was not looked at: no turn there, and with backfill not
+    due none either (the jobs passed over keep what the store has)."""
+    snap = _snap()
+    deep = build_scheduler().run_pass(snap, depth=5, max_starts=CAP)
+    assert deep.backfill is None and deep.plan.forecasting == ()
+    not_due = build_scheduler().run_pass(snap, max_starts=CAP, backfill=False)
+    assert not_due.backfill is None and not_due.capped == ("bulk",)
+    assert all(job not in not_due.statuses for job in range(105, 110))
+
+
+def test_a_turn_hands_over_as_many_jobs_as_the_policy_tests_and_the_cap() -> None:
+    """bf_max_job_test: with two a partition, the turn hands backfill bulk's first two
+    jobs past the cap; the others stay passed over (no verdict, no update). With every
+    job to test, never more than the cap (a turn costs what a capped pass costs)."""
+    raw = default_profile()
+    raw["plugin_args"] = {"backfill": {"max_job_test": 2}}
+    turn = build_scheduler(raw).run_pass(_snap(), max_starts=CAP)
+    assert {105, 106} <= set(turn.statuses)
+    assert not {107, 108, 109} & set(turn.statuses)
+    assert not {107, 108, 109} & {u.job_id for u in turn.plan.updates}
+    raw["plugin_args"] = {"backfill": {"max_job_test": 0}}
+    turn = build_scheduler(raw).run_pass(_snap(), max_starts=3)
+    assert {103, 104, 105} <= set(turn.statuses)
+    assert not {106, 107, 108, 109} & set(turn.statuses)
+
+
+def test_paced_backfill_runs_once_per_interval_while_every_pass_stops_at_the_cap() -> None:
+    """bf_interval is 30 s: passes every 10 s, each stopping at the cap, backfill at 0,
+    30 and 60 s (before: never, as none completed). Each of those reserves 199 and
+    starts 200 in the hole before it, never 201; every pass starts bulk's first five, as
+    the cap lets it, and the turns plan the next ones to start now."""
+    paced = PacedScheduler(build_scheduler(), bounds=PassBounds(100, 60.0, CAP))
+    results = [paced.run_pass(_snap(NOW + t)) for t in range(0, 70, 10)]
+    assert all(r.capped == ("bulk",) for r in results)
+    ran = [r.backfill is not None for r in results]
+    assert ran == [True, False, False, True, False, False, True]
+    for at, r in zip(range(0, 70, 10), results, strict=True):
+        placed = placed_nodes(r.plan)
+        assert 201 not in placed
+        assert set(placed) & set(BULK) == set(BULK[:CAP])
+        assert set(placed) - set(BULK) == ({200} if r.backfill is not None else set())
+        if r.backfill is not None:
+            assert 199 in r.reservations and r.reservations[105][0] == NOW + at
+
+
+class _Host:
+    """A ``SchedulerHost`` whose snapshot is ``_snap`` ten seconds later each cycle."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+        self.now = NOW - 10
+
+    def snapshot(self) -> ClusterSnapshot:
+        self.now += 10
+        return _snap(self.now)
+
+    async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
+        return snap
+
+    async def apply_plan(self, plan: Plan) -> list[int]:
+        return []
+
+
+def test_cycle_stats_count_the_capped_passes_and_the_turns() -> None:
+    """Five cycles 10 s apart, each pass stopped at the cap: five capped, two that ran
+    the backfill stage (0 and 30 s), both of them turns."""
+    paced = PacedScheduler(build_scheduler(), bounds=PassBounds(100, 60.0, CAP))
+    seen: list[PassResult] = []
+
+    def decide(snap: ClusterSnapshot) -> PassResult:
+        seen.append(paced.run_pass(snap))
+        return seen[-1]
+
+    service = SchedulerService(_Host(), decide, forecast=paced.forecast)
+
+    async def cycles() -> None:
+        for _ in range(5):
+            await service.cycle()
+
+    asyncio.run(cycles())
+    stats = service.stats
+    assert (stats.capped, stats.backfilled, stats.capped_backfilled) == (5, 2, 2)
+    assert stats.last_capped and not stats.last_backfilled
+    assert [r.backfill is not None for r in seen] == [True, False, False, True, False]
+
+
+def test_a_job_handed_over_keeps_its_own_reason() -> None:
+    """A job passed over at the cap runs its PreFilter when handed to backfill, as one
+    behind a blocked queue does: held by its user, it shows that, not the cap's
+    Priority, and backfill plans it not."""
+    jobs = [make_job(i).cpus(1).limit(600).partition("bulk") for i in range(100, 104)]
+    jobs[2] = make_job(102).cpus(1).limit(600).partition("bulk").hold()
+    snap = (
+        cluster(NOW)
+        .uniform_nodes(2, cpus=4)
+        .partition("bulk", "n0001", "n0002")
+        .pending(*jobs)
+        .build()
+    )
+    turn = build_scheduler().run_pass(snap, max_starts=2)
+    assert turn.statuses[103].reason is PendingReason.PRIORITY
+    assert turn.statuses[102].reason is PendingReason.JOB_HELD_USER
+    assert 102 not in turn.reservations and 103 in turn.reservations
