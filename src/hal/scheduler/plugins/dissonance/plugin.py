@@ -507,8 +507,17 @@ class Dissonance:
         if cls is None:
             return SUCCESS
         nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
-        rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
-        if key is not None and len(rows) == 1 and len(allocation.nodes) == 1:
+        names, per_node = allocation.nodes, allocation.per_node
+        if len(names) == 1 == len(per_node):  # (the common case, without ``_rows``'s call)
+            row = ctx.nodes.index.get(names[0])
+            if row is None:
+                rows: tuple[tuple[int, float], ...] = ()
+            else:
+                part = per_node[0].cpus * nodes.base.inv[row]
+                rows = ((row, part if part < 1.0 else 1.0),)  # (``min(1.0, part)``)
+        else:
+            rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
+        if key is not None and len(rows) == 1 and len(names) == 1:
             note = self._note(ctx, nodes, view, state, key, rows[0][0])
             if note:
                 add_placement_note(ctx.data, job.id, note)
@@ -710,15 +719,8 @@ def _rows(
 ) -> tuple[tuple[int, float], ...]:
     """Each node row of ``allocation`` (by the node table's ``index``) and the share of
     its CPUs the job holds there (``inv``: the table's ``inv_cpus``, as Python floats)."""
-    names, per_node = allocation.nodes, allocation.per_node
-    if len(names) == 1 == len(per_node):  # (the common case, without the loop)
-        row = index.get(names[0])
-        if row is None:
-            return ()
-        part = per_node[0].cpus * inv[row]
-        return ((row, part if part < 1.0 else 1.0),)
     out = []
-    for name, held in zip(names, per_node, strict=False):
+    for name, held in zip(allocation.nodes, allocation.per_node, strict=False):
         row = index.get(name)
         if row is not None:
             part = held.cpus * inv[row]
