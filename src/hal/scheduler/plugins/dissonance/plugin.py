@@ -186,6 +186,11 @@ class _Nodes:
     # the note's argmax, written in place: no new array and scalar per job (inside a
     # pass a numpy call takes 3-6 times its time alone)
     best: IndexArray = field(default_factory=lambda: np.zeros((), dtype=np.intp))
+    # row passed over → key column → the note's words up to the node placed on (None:
+    # no note), as worked out for the row as it is now (``add`` drops a row's when it
+    # changes): the jobs the plugin moves off a node are mostly of a few kinds, and the
+    # node they leave keeps its neighbours, so most notes repeat one already worked out
+    said: dict[int, dict[int, str | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.raw = self.both.data.cast("B")
@@ -247,7 +252,7 @@ class _Nodes:
         k = _INDEX[cls]
         guarded = _CLASSES + k
         cells, raw, placed_on = self.cells, self.raw, self.placed_on
-        table, by_mix = self.scores_raw, self.by_mix
+        table, by_mix, said = self.scores_raw, self.by_mix, self.said
         if sign > 0:
             self.placed[job_id] = entry
         else:
@@ -265,6 +270,8 @@ class _Nodes:
                 there[job_id] = entry
             else:
                 placed_on.get(row, {}).pop(job_id, None)
+            if said:
+                said.pop(row, None)
             if table is not None:  # the row's scores, for every key (and weighted)
                 start = at * 8
                 seen = raw[start : start + _ROW_BYTES].tobytes()
@@ -500,8 +507,17 @@ class Dissonance:
         if cls is None:
             return SUCCESS
         nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
-        rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
-        if key is not None and len(rows) == 1 and len(allocation.nodes) == 1:
+        names, per_node = allocation.nodes, allocation.per_node
+        if len(names) == 1 == len(per_node):  # (the common case, without ``_rows``'s call)
+            row = ctx.nodes.index.get(names[0])
+            if row is None:
+                rows: tuple[tuple[int, float], ...] = ()
+            else:
+                part = per_node[0].cpus * nodes.base.inv[row]
+                rows = ((row, part if part < 1.0 else 1.0),)  # (``min(1.0, part)``)
+        else:
+            rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
+        if key is not None and len(rows) == 1 and len(names) == 1:
             note = self._note(ctx, nodes, view, state, key, rows[0][0])
             if note:
                 add_placement_note(ctx.data, job.id, note)
@@ -555,8 +571,27 @@ class Dissonance:
         a: int = candidates.item(without.argmax(out=nodes.best))
         if c == a or here - cells[a * _ROW_SCORES + j] < NOTE_MIN:
             return ""  # (not moved, or a clash too mild to be worth saying)
-        table = ctx.nodes
-        cls = key[0]
+        names = ctx.nodes.names
+        # (the words kept for the row hold only while the running jobs' shares are the
+        # ones the pass began with: see ``one_of``)
+        fresh = nodes.base.updates == nodes.updates
+        kept = nodes.said.get(a) if fresh else None
+        if kept is not None and j in kept:
+            words = kept[j]
+        else:
+            words = self._words(nodes, view, key[0], j, a, names[a])
+            if fresh:
+                if kept is None:
+                    kept = nodes.said[a] = {}
+                kept[j] = words
+        return "" if words is None else words + names[c]
+
+    def _words(
+        self, nodes: _Nodes, view: DissonanceView, cls: str, j: int, a: int, name: str
+    ) -> str | None:
+        """The note of a job of key column ``j`` (class ``cls``) passed over row ``a``
+        (named ``name``) up to the node it was placed on, for the row as it is now;
+        None where no neighbour of the class that weighs most is found."""
         # the class that weighs most against the job there, and one of its jobs (per
         # class ``share · on_share + guarded · on_guarded``, on Python floats: the
         # interpreter's own float arithmetic costs less than ``map`` over ``operator``'s)
@@ -569,7 +604,7 @@ class Dissonance:
         guarded = mix[_CLASSES + k] * on_guarded[k] * 2 > weigh[k]  # mostly them
         neighbour = nodes.one_of(a, other, guarded)
         if neighbour is None:
-            return ""
+            return None
         share = mix[k]
         labels = nodes.labels
         held = labels.get(share)
@@ -591,10 +626,7 @@ class Dissonance:
                 f"job {neighbour} ({other}, {held} of the node) would be slowed by it "
                 f"({other} beside {cls}: {inflicts})"
             )
-        return (
-            f"passed over {table.names[a]} because of a neighbour (dissonance): {what}; "
-            f"placed on {table.names[c]}"
-        )
+        return f"passed over {name} because of a neighbour (dissonance): {what}; placed on "
 
     # -- per pass ---------------------------------------------------------------------
 
@@ -687,15 +719,8 @@ def _rows(
 ) -> tuple[tuple[int, float], ...]:
     """Each node row of ``allocation`` (by the node table's ``index``) and the share of
     its CPUs the job holds there (``inv``: the table's ``inv_cpus``, as Python floats)."""
-    names, per_node = allocation.nodes, allocation.per_node
-    if len(names) == 1 == len(per_node):  # (the common case, without the loop)
-        row = index.get(names[0])
-        if row is None:
-            return ()
-        part = per_node[0].cpus * inv[row]
-        return ((row, part if part < 1.0 else 1.0),)
     out = []
-    for name, held in zip(names, per_node, strict=False):
+    for name, held in zip(allocation.nodes, allocation.per_node, strict=False):
         row = index.get(name)
         if row is not None:
             part = held.cpus * inv[row]

@@ -1,0 +1,85 @@
+"""Two versions of the ``dissonance`` plugin against the pass without it, in one process.
+
+``hal bench sched-pass --dissonance`` compares the pass with the plugin and without it in
+one process, but two trees only in two processes, run one after the other: on a shared
+machine at load 7-10 their least CPU times move by more than a change to the plugin
+does. This runs three schedulers on the ``sched-pass --dissonance`` workload (10,000
+jobs x 1,000 nodes, ``hal.bench.dissonance_pass``) in one process, each pass on a new
+snapshot, in rotating order: without the plugin, with the plugin module at OLD_PLUGIN
+(another tree's ``plugin.py``, e.g. ``git show REV:src/hal/scheduler/plugins/dissonance/
+plugin.py > /tmp/old.py``), and with this tree's. It prints, as JSON, each plugin's
+overhead by least CPU time and by the median of the paired passes' ratios, the new
+plugin's CPU against the old one's (median of the paired ratios), and whether both
+plugins' last plans (placements and notes) are the same::
+
+    PYTHONPATH=src python bench/dissonance_pass_compare.py /tmp/old.py 41
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import statistics
+import sys
+import time
+
+import hal.scheduler.plugins.dissonance as package
+from hal.bench.dissonance_pass import _snapshot, classed_workload, schedulers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old_plugin", help="another tree's dissonance plugin.py")
+    parser.add_argument("rounds", type=int, help="passes of each scheduler")
+    ns = parser.parse_args()
+    spec = importlib.util.spec_from_file_location("dissonance_old_plugin", ns.old_plugin)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {ns.old_plugin}")
+    old_module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old_module
+    spec.loader.exec_module(old_module)
+    workload, view = classed_workload(10_000, 1_000, 1)
+    off, new = schedulers(len(workload.nodes))
+    current = package.new
+    package.new = old_module.new  # (``default_registry`` reads it when called)
+    try:
+        _, old = schedulers(len(workload.nodes))
+    finally:
+        package.new = current
+    runs = {"off": (off, None), "old": (old, view), "new": (new, view)}
+    for scheduler, v in runs.values():  # untimed: what each keeps from pass to pass
+        scheduler.run_pass(_snapshot(workload, 0, v), backfill=True)
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    plans = {}
+    names = list(runs)
+    for r in range(ns.rounds):
+        for name in names[r % 3 :] + names[: r % 3]:
+            scheduler, v = runs[name]
+            running = tuple(workload.running)  # (a new tuple each pass, as the server's)
+            snap = _snapshot(dataclasses.replace(workload, running=running), r + 1, v)
+            c0 = time.process_time()
+            plans[name] = scheduler.run_pass(snap, backfill=True).plan
+            cpu[name].append(time.process_time() - c0)
+
+    def placed(name: str) -> list[tuple[int, tuple[str, ...], str]]:
+        return [(p.job_id, p.allocation.nodes, p.note) for p in plans[name].placements]
+
+    def paired(a: str, b: str) -> float:
+        ratios = [y / x for x, y in zip(cpu[a], cpu[b], strict=True)]
+        return round(100.0 * (statistics.median(ratios) - 1), 2)
+
+    out: dict[str, object] = {"rounds": ns.rounds, "same_plans": placed("old") == placed("new")}
+    for name in ("old", "new"):
+        out[f"{name}_overhead_pct"] = round(100.0 * (min(cpu[name]) / min(cpu["off"]) - 1), 2)
+        out[f"{name}_overhead_pct_paired_median"] = paired("off", name)
+    out["new_vs_old_pct_paired_median"] = paired("old", "new")
+    for name, times in cpu.items():
+        out[f"{name}_cpu_min_ms"] = round(min(times) * 1000, 2)
+        out[f"{name}_cpu_median_ms"] = round(statistics.median(times) * 1000, 2)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
