@@ -15,7 +15,7 @@ from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.scheduler.service import PacedScheduler, PassBounds, SchedulerService
-from hal.testing import cluster, make_job, placed_nodes
+from hal.testing import JobBuilder, cluster, make_job, placed_nodes
 
 NOW = 1000.0
 BULK = tuple(range(100, 110))  # ten 1-CPU jobs of partition bulk, first in the queue
@@ -187,3 +187,76 @@ def test_a_job_handed_over_keeps_its_own_reason() -> None:
     assert turn.statuses[103].reason is PendingReason.PRIORITY
     assert turn.statuses[102].reason is PendingReason.JOB_HELD_USER
     assert 102 not in turn.reservations and 103 in turn.reservations
+
+
+def _shared(*extra: JobBuilder) -> ClusterSnapshot:
+    """Six 4-CPU nodes. Partition bulk (n0001, n0006) has four 1-CPU jobs (100-103);
+    partition other (n0002-n0005, two of them busy until 1100) has a head needing four
+    whole nodes (199: blocked, reserved from then). With the cap at two, a pass places
+    100 and 101 and hands 102 and 103 to backfill's turn; ``extra`` (priority after
+    them) name bulk too."""
+    busy = [make_job(i).cpus(4).limit(100).running_on(f"n000{i}", start=NOW) for i in (3, 4)]
+    bulk = [make_job(i).cpus(1).limit(600).partition("bulk").submitted(2.0) for i in BULK[:4]]
+    head = make_job(199).nodes(4).cpus(4).limit(600).partition("other").submitted(1.0)
+    return (
+        cluster(NOW)
+        .uniform_nodes(6, cpus=4)
+        .partition("bulk", "n0001", "n0006")
+        .partition("other", "n0002", "n0003", "n0004", "n0005")
+        .running(*busy)
+        .pending(*bulk, head, *extra)
+        .build()
+    )
+
+
+def test_a_turn_starts_no_job_naming_a_capped_partition_or_het_job_in_one() -> None:
+    """A job naming other and bulk, behind other's blocked head (too long to start in
+    other before 199's reservation), and a het job with a component in each (short
+    enough to), after bulk's jobs or ahead of them: none starts in bulk, which placed
+    its two (the plan applier would drop a third); each fits there now and is held from
+    now, as bulk's own jobs handed over are (the het job ahead takes one of the two
+    slots: 103 stays passed over), and 199's reservation is the one it has without
+    them."""
+    alone = build_scheduler().run_pass(_shared(), max_starts=2)
+
+    def het(submitted: float) -> list[JobBuilder]:
+        return [
+            make_job(400 + i).het(400, i, 2).cpus(1).limit(60).partition(name)
+            .submitted(submitted)
+            for i, name in enumerate(("other", "bulk"))
+        ]  # fmt: skip
+
+    listed = make_job(300).partitions("other", "bulk").cpus(1).limit(600).submitted(3.0)
+    cases = (([listed], (102, 103, 300)), (het(3.0), (102, 103, 401)), (het(1.5), (401, 102)))
+    for extra, held in cases:
+        turn = build_scheduler().run_pass(_shared(*extra), max_starts=2)
+        assert turn.capped == ("bulk",) and turn.backfill is not None
+        assert set(placed_nodes(turn.plan)) == {100, 101}
+        for job in held:
+            start, _, alloc = turn.reservations[job]
+            assert start == NOW and set(alloc.nodes) <= {"n0001", "n0006"}
+        assert turn.reservations[199] == alone.reservations[199]
+        if 401 in held:  # the het job's other component waits with it, from now
+            assert turn.reservations[400][0] == NOW
+
+
+def test_a_job_with_its_own_verdict_uses_no_hand_over_slot() -> None:
+    """Cap two, bulk's 102 and 103 held by their user: they show that, and the turn's two
+    slots go to 104 and 105, which backfill plans from now; 106 stays passed over."""
+    jobs = [make_job(i).cpus(1).limit(600).partition("bulk") for i in range(100, 107)]
+    jobs[2], jobs[3] = jobs[2].hold(), jobs[3].hold()
+    snap = (
+        cluster(NOW)
+        .uniform_nodes(2, cpus=4)
+        .partition("bulk", "n0001", "n0002")
+        .pending(*jobs)
+        .build()
+    )
+    turn = build_scheduler().run_pass(snap, max_starts=2)
+    assert turn.backfill is not None
+    assert turn.statuses[102].reason is PendingReason.JOB_HELD_USER
+    assert turn.statuses[103].reason is PendingReason.JOB_HELD_USER
+    for job in (104, 105):
+        assert turn.statuses[job].reason is PendingReason.PRIORITY
+        assert turn.reservations[job][0] == NOW
+    assert 106 not in turn.statuses and 106 not in turn.reservations

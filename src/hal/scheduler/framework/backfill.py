@@ -111,10 +111,11 @@ def run_backfill(
     each job one of them claims is planned by it.
 
     ``capped``: the partitions whose starts this pass reached its cap (backfill's turn in
-    a pass that stopped there): none of their jobs starts; one that fits now is held
-    from now instead (``Planner.start_now(keep=True)``: its expected start now, its
-    nodes kept from the later jobs), whole (the next pass's main loop starts it with its
-    own limit, not shortened); the others are reserved or forecast as usual."""
+    a pass that stopped there): none of their jobs starts, alone, in a job naming
+    several partitions or in a het job; one that fits now is held from now instead
+    (``Planner.capped``: its expected start now, its nodes kept from the later jobs),
+    whole (the next pass's main loop starts it with its own limit, not shortened); the
+    others are reserved or forecast as usual."""
     policies: dict[str, BackfillPolicy | None] = {}
     for job in held:
         if job.partition not in policies:
@@ -126,7 +127,7 @@ def run_backfill(
     if not jobs:
         return BackfillResult()
     plugin.prepare([*ctx.running, *jobs])
-    planner = Planner(framework, ctx, plugin, policies, placed_now, groupings, jobs)
+    planner = Planner(framework, ctx, plugin, policies, placed_now, groupings, jobs, capped)
     planner.protect(jobs)
     failed_now = _failed_now(held, held_stages, ctx.now)
     tested: dict[str, int] = {}
@@ -142,6 +143,8 @@ def run_backfill(
     reservations = planner.reservations
     conservative = BackfillMode.CONSERVATIVE
     ordered = _order(jobs, policies, planner)
+    # (not in a turn: a job held from now changes the profile without a placement, so
+    # ``_Settled``'s key, which changes with the stage's placements, would go stale)
     settled = None if capped else _Settled.of(planner, ordered, bool(grouped))
     i, n = 0, len(ordered)
     while i < n:
@@ -179,21 +182,19 @@ def run_backfill(
             continue
         runtime = planner.hold_for(job)
         key = placement_key(job)
-        keep = partition in capped  # (held from now, not started: the pass's cap)
-        shorten = spec.time_min_s and not keep
         if now + runtime >= failed_now.get(key, math.inf):
-            if shorten and planner.start_shortened(job, runtime):
+            if spec.time_min_s and planner.start_shortened(job, runtime):
                 continue
             if owed:
                 deferred.append(job)
             continue
         planner.flush()  # earlier reservations first: they constrain this job
-        stage = planner.start_now(job, runtime, screened=screened, keep=keep)
+        stage = planner.start_now(job, runtime, screened=screened)
         if stage is Stage.DONE:
             continue
         if stage is Stage.FILTER:  # only a resource failure carries over to the key
             failed_now[key] = min(failed_now.get(key, math.inf), now + runtime)
-        if shorten and stage in SHORTENABLE and planner.start_shortened(job, runtime):
+        if spec.time_min_s and stage in SHORTENABLE and planner.start_shortened(job, runtime):
             continue
         planner.defer(job)
     return _result(planner, ordered, settled, explain=explain)

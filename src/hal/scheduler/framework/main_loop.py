@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
@@ -109,8 +109,10 @@ class MainLoop:
         # partition → the verdict of its jobs handed to backfill once it reached the
         # pass's most starts (``run``'s ``max_starts``): the partitions it passed over
         self.capped: dict[str, Status] = {}
+        # partition → that verdict, from its ``max_starts``-th placement on: ``gate``
+        # keeps a group placement (a het job, a job naming several partitions) out of it
+        self._full: dict[str, Status] = {}
         self._to_hand: dict[str, int] = {}  # partition → jobs still to hand over
-        self._max_starts = 0  # ``run``'s (while it hands jobs over)
 
     def run(
         self,
@@ -123,9 +125,11 @@ class MainLoop:
         """Decide the jobs of ``queue`` in queue order: every one, or the first ``depth``
         (Slurm's default_queue_depth); a partition's jobs are passed over once
         ``max_starts`` of that partition's are placed (sched_max_job_start, per partition:
-        one partition's backlog never keeps another's jobs from their nodes). True when
-        every job was decided; the jobs after a stop, or passed over, are not looked at
-        (no verdict: they keep what the store has). This runs for every pending job of
+        one partition's backlog never keeps another's jobs from their nodes; a het job or
+        a job naming several partitions is decided as ever, kept out of those partitions
+        by ``gate``: the latter may start in another). True when every job was decided;
+        the jobs after a stop, or passed over, are not looked at (no verdict: they keep
+        what the store has). This runs for every pending job of
         every pass: what it reads is in locals, the common paths inline.
 
         ``hand_over`` (a pass whose backfill stage runs although it stopped at the cap:
@@ -154,8 +158,7 @@ class MainLoop:
         starts: Counter[str] = Counter()  # placements by partition (``max_starts``)
         counted = 0  # (``placed`` is counted into ``starts`` up to here)
         passed_over: list[Job] = []
-        capped, to_hand = self.capped, self._to_hand
-        self._max_starts = max_starts or 0
+        capped, full, to_hand = self.capped, self._full, self._to_hand
         for job in queue:
             if stop:
                 if looked >= most:
@@ -165,15 +168,20 @@ class MainLoop:
                 if max_starts is not None:
                     if len(placed) > counted:  # (no slice a job while nothing is placed)
                         for each, _ in placed[counted:]:
-                            starts[each.partition] += 1
+                            name = each.partition
+                            starts[name] += 1
+                            if starts[name] >= max_starts and name not in full:
+                                full[name] = _capped(name, max_starts)
                         counted = len(placed)
-                    if starts[job.partition] >= max_starts:
+                    # (a group placement's job is decided: ``gate`` keeps it out of a
+                    # partition at its cap, not out of its others)
+                    if job.partition in full and not (claimed and job.id in claimed):
                         if job.partition not in capped:
-                            capped[job.partition] = _capped(job.partition, max_starts)
+                            capped[job.partition] = full[job.partition]
                         if (
                             hand_over
                             and to_hand.get(job.partition, 1) > 0  # (1: not yet asked)
-                            and self._hand_over(job, claimed)
+                            and self._hand_over(job, max_starts)
                         ):
                             continue
                         passed_over.append(job)
@@ -238,12 +246,14 @@ class MainLoop:
             self.notice_eligible(passed_over)
         return not capped  # (jobs passed over at the cap, handed to backfill or not)
 
-    def _hand_over(self, job: Job, claimed: Mapping[int, GroupPlacement]) -> bool:
+    def _hand_over(self, job: Job, max_starts: int) -> bool:
         """``job``, passed over at its partition's cap in backfill's turn: handed to
         backfill (True) while its partition's policy tests more, as a job behind a
         blocked queue is (its own PreFilter verdict, else the cap's ``Priority``), so
-        the stage plans it after the jobs placed, ahead of the later ones. A group
-        placement's job, or one of a partition without a policy, is left passed over."""
+        the stage plans it after the jobs placed, ahead of the later ones. A job of a
+        partition without a policy is left passed over.
+        Only a job handed over counts against the policy's budget (one with a verdict of
+        its own, held or waiting for other jobs, is never tested by backfill)."""
         partition = job.partition
         left = self._to_hand.get(partition)
         if left is None:
@@ -252,22 +262,25 @@ class MainLoop:
             if policy is not None:
                 # (0: every job; never more than the pass started: a turn costs at most
                 # twice the cycles of a pass that stopped at the cap)
-                left = min(policy.max_job_test or sys.maxsize, self._max_starts)
+                left = min(policy.max_job_test or sys.maxsize, max_starts)
                 left -= sum(1 for each in self.held if each.partition == partition)
-        if left <= 0 or (claimed and job.id in claimed):
+        if left <= 0:
             self._to_hand[partition] = left
             return False
-        self._to_hand[partition] = left - 1
         own = self.framework.pre_filter(self.ctx, job)
         if own is None:
             self.statuses[job.id] = self.capped[partition]
             self.held.append(job)
             self.held_stages.append(_GATE)
             self.waiting.append(job)
+            self._to_hand[partition] = left - 1
             return True
         self.statuses[job.id] = own.status
+        held = len(self.held)
         if self._not_placed(job, own.status, own.stage):
             self._hand_over_counters(job)
+        # (handed over for its own shortage of a counted resource: it is tested too)
+        self._to_hand[partition] = left - (len(self.held) - held)
         return True
 
     def notice_eligible(self, rest: Sequence[Job]) -> None:
@@ -292,10 +305,14 @@ class MainLoop:
                 self.waiting.append(job)
 
     def gate(self, job: Job) -> Status | None:
-        """The verdict of a job behind its blocked queue (``Priority``), or behind a job
-        handed to backfill that waits for a counter this one asks too (the counted
-        resource's reason); None to go on. Runs after PreFilter, in ``place``."""
+        """The verdict of a job behind its blocked queue (``Priority``), of one in a
+        partition that placed the pass's most starts (``Priority``: a het job's
+        component, a job naming several partitions tried there), or behind a job handed
+        to backfill that waits for a counter this one asks too (the counted resource's
+        reason); None to go on. Runs after PreFilter, in ``place``."""
         found = self.blocked.get((job.partition, job.spec.reservation))
+        if found is None and self._full:  # (a group placement's job: the others are
+            found = self._full.get(job.partition)  # passed over before they get here)
         if found is not None or not self._ahead:
             return found
         for each in self._counted:

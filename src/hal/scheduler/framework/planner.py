@@ -123,6 +123,7 @@ class Planner:
         placed_now: Sequence[tuple[Job, Allocation]],
         groupings: Groupings,
         jobs: Sequence[Job],
+        capped: frozenset[str] = frozenset(),
     ) -> None:
         self.framework = framework
         self.ctx = ctx
@@ -131,6 +132,10 @@ class Planner:
         self.placed_now = placed_now
         self.groupings = groupings
         self.jobs = jobs  # the jobs the stage plans, in priority order
+        # the partitions whose starts the pass reached its cap at (backfill's turn):
+        # none of their jobs starts here; one that fits now is held from now
+        # (``try_start``, ``start_together``; ``start_shortened`` tries none)
+        self.capped = capped
         self.result = BackfillResult()
         self.reservations: dict[str, int] = {}  # partition → reservations made
         # a job owed a reservation, or a group placement's jobs (``GroupPlacement.reserve``)
@@ -324,33 +329,24 @@ class Planner:
                 self.reserved_in(job.partition)
         self.deferred.clear()
 
-    def start_now(
-        self, job: Job, runtime: float, *, screened: bool = False, keep: bool = False
-    ) -> Stage | None:
+    def start_now(self, job: Job, runtime: float, *, screened: bool = False) -> Stage | None:
         """``screened``: the caller knows the job's CPUs are free all through its run
-        (``_Settled.next_candidate`` on this very profile). ``keep``: a job of a
-        partition at the pass's cap: one that fits is not started but held from now,
-        its reservation's start now (what it expects: the next pass starts it), as a
-        started one holds its nodes from the later jobs."""
+        (``_Settled.next_candidate`` on this very profile)."""
         needs = 0 if screened else self.min_cpus(job)
         self.plan_counts(job)
-        stage = self.try_start(job, runtime, needs, self.result, keep=keep)
+        stage = self.try_start(job, runtime, needs, self.result)
         if stage is Stage.DONE:
             self._free.clear()
         return stage
 
     def try_start(
-        self,
-        job: Job,
-        runtime: float,
-        min_cpus: int,
-        result: BackfillResult,
-        *,
-        keep: bool = False,
+        self, job: Job, runtime: float, min_cpus: int, result: BackfillResult
     ) -> Stage | None:
         """Start ``job`` (which needs ``min_cpus`` at least; 0: already screened) now if
         it fits for ``runtime`` without delaying a reservation; its placement and
-        verdict go to ``result`` (``keep``: its reservation from now, ``hold``).
+        verdict go to ``result``. A job of a ``capped`` partition that fits is not
+        started but held from now (``hold``: its expected start now, the next pass
+        starts it; its nodes kept from the later jobs as a started job's are).
         Returns the stage its cycle stopped at (``DONE`` when placed or held; ``None``
         when the CPU screen said no)."""
         ctx = self.ctx
@@ -364,7 +360,7 @@ class Planner:
         out = self.framework.place(ctx, job, Mode.NOW, within=profile.window(0, end))
         ctx.data.delete(PLAN_END)
         if out.status.is_success and out.allocation is not None:
-            if keep:
+            if job.partition in self.capped:
                 self.hold(job, ctx.now, runtime, out.allocation)
                 return Stage.DONE
             profile.reserve(ctx.now, end, ctx.nodes.rows_of(out.allocation), job.spec.exclusive)
@@ -388,8 +384,10 @@ class Planner:
         verdict of the full run, e.g. nodes kept for a maintenance window it would
         meet, may not hold for a shorter one.)"""
         time_min = job.spec.time_min_s
-        if not time_min or time_min >= hold:
-            return False  # (a run planned shorter than its time-min gains nothing)
+        if not time_min or time_min >= hold or job.partition in self.capped:
+            # (a run planned shorter than its time-min gains nothing; a capped
+            # partition's job is held whole: the next pass starts it with its own limit)
+            return False
         ctx = self.ctx
         now = ctx.now
         last = now + hold
@@ -433,7 +431,8 @@ class Planner:
     def start_together(self, jobs: Sequence[Job]) -> bool:
         """Start every one of ``jobs`` now, in holes that delay no reservation, or none of
         them (``Framework.place_group``), each planned to hold its nodes as long as the
-        longest of them runs."""
+        longest of them runs. When one of them is of a ``capped`` partition, none starts:
+        they are held from now together (``hold``), as ``try_start`` holds one job."""
         runtime = max(self.runtime(j) for j in jobs)
         ctx = self.ctx
         end = ctx.now + runtime
@@ -445,8 +444,12 @@ class Planner:
         ctx.data.delete(PLAN_END)
         if failed is not None:
             return False
+        capped = self.capped and any(job.partition in self.capped for job in jobs)
         for job, out in zip(jobs, outcomes, strict=True):
             assert out.allocation is not None
+            if capped:
+                self.hold(job, ctx.now, runtime, out.allocation)
+                continue
             rows = ctx.nodes.rows_of(out.allocation)
             self.profile.reserve(ctx.now, end, rows, job.spec.exclusive)
             self._hold_counts(job, ctx.now, end)
