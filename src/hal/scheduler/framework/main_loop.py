@@ -133,10 +133,10 @@ class MainLoop:
         every pass: what it reads is in locals, the common paths inline.
 
         ``hand_over`` (a pass whose backfill stage runs although it stopped at the cap:
-        backfill's turn, ADR 0029): the first jobs passed over in each partition, as many
-        as its backfill policy tests (``max_job_test``, less the jobs of it already held
-        back; 0: all) and ``max_starts`` at most, are handed to backfill
-        (``_hand_over``) rather than left undecided; ``capped`` names the partitions."""
+        backfill's turn, ADR 0029): the first jobs passed over in each partition,
+        ``min(max_job_test or ∞, max_starts)`` of them (its backfill policy's; 0: all)
+        less the jobs of it already held back, are handed to backfill (``_hand_over``)
+        rather than left undecided; ``capped`` names the partitions."""
         framework, ctx = self.framework, self.ctx
         gate = self.gate
         blocked, statuses, verdicts, fit_cache = (

@@ -210,15 +210,15 @@ class Scheduler:
         ``backfill=False``): backfill plans the whole queue behind the jobs placed. A
         pass without ``depth`` that passed over jobs at ``max_starts`` runs it when
         ``backfill`` (backfill's turn, as Slurm's backfill is not held back by
-        sched_max_job_start): the first jobs it passed over in each such partition, as
-        many as the partition's policy tests, are handed to it with the verdict
-        ``Priority``; it starts none of a capped partition's jobs (the plan applier
-        would not: ``max_job_starts`` a partition a plan), but plans those that fit now
-        to start now (the next pass starts them; their nodes are held from the later
-        jobs), reserves and forecasts the others; the partitions' names are in
-        ``PassResult.capped``. The jobs the main loop looked at are decided as a full
-        pass decides them: the same placements, in the same order, up to the stop.
-        None (the default): every job."""
+        sched_max_job_start): the first jobs it passed over in each such partition
+        (``MainLoop.run``'s ``hand_over``) are handed to it with the verdict
+        ``Priority``; it starts none of a capped partition's jobs, alone or in a group
+        placement (the plan applier would not: ``max_job_starts`` a partition a plan),
+        but plans those that fit now to start now (the next pass starts them; their
+        nodes are held from the later jobs), reserves and forecasts the others; the
+        partitions' names are in ``PassResult.capped``. The jobs the main loop looked at
+        are decided as a full pass decides them: the same placements, in the same order,
+        up to the stop. None (the default): every job."""
         # a forecast not yet planned whole is carried into a pass that runs no backfill
         # stage (what it holds is that stage's pass's, whole snapshot included)
         carried, self._forecast = self._forecast, None

