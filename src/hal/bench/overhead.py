@@ -90,7 +90,7 @@ def pass_overhead(nodes: int, pending: int, passes: int) -> dict[str, Any]:
             scheduler.schedule(snap)
 
         def instrumented() -> None:
-            plan = decide(snap).plan
+            plan = decide(snap)
             metrics.on_cycle(stats, snap, plan)
             tracer.on_cycle(stats, snap, plan)
 

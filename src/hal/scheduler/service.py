@@ -168,11 +168,7 @@ class CycleStats:
     after it (what paces the next cycle); ``last_pass_s``: the pass alone (its main loop
     and, when due, its backfill stage: Slurm's main and backfill schedulers in one);
     ``last_forecast_s``: the forecast slice the cycle ran after applying the plan (None:
-    it ran none). ``last_capped``: the last pass passed over a partition's jobs at
-    ``max_job_starts`` (``PassResult.capped``); ``last_backfilled``: it ran the backfill
-    stage (``PassResult.backfill``: with jobs held back to plan). ``capped``,
-    ``backfilled`` and ``capped_backfilled`` count the passes that did the one, the
-    other, and both (backfill's turn in a pass that stopped at the cap, ADR 0029)."""
+    it ran none)."""
 
     cycles: int = 0
     last_duration_s: float = 0.0
@@ -181,31 +177,17 @@ class CycleStats:
     last_pending: int = 0
     last_started: int = 0
     total_started: int = 0
-    last_capped: bool = False
-    last_backfilled: bool = False
-    capped: int = 0
-    backfilled: int = 0
-    capped_backfilled: int = 0
-
-    def count(self, result: PassResult) -> None:
-        """The pass of ``result``: ``last_capped``, ``last_backfilled`` and the counts."""
-        capped = self.last_capped = bool(result.capped)
-        backfilled = self.last_backfilled = result.backfill is not None
-        self.capped += capped
-        self.backfilled += backfilled
-        self.capped_backfilled += capped and backfilled
 
 
 class SchedulerService:
-    """``decide`` runs a pass (a ``PassRunner``'s ``run_pass``, or a wrapper of it);
-    ``forecast`` (the same runner's) works out the forecast starts of a plan that has
-    some (``Plan.forecasting``) once it is applied: None, a plan's forecast is never
-    asked for."""
+    """``decide`` runs a pass; ``forecast`` (a ``PassRunner``'s) works out the forecast
+    starts of a plan that has some (``Plan.forecasting``) once it is applied: None, a
+    plan's forecast is never asked for."""
 
     def __init__(
         self,
         host: SchedulerHost,
-        decide: Callable[[ClusterSnapshot], PassResult],
+        decide: Callable[[ClusterSnapshot], Plan],
         *,
         forecast: Callable[[Plan], tuple[PendingUpdate, ...]] | None = None,
         interval_s: float = 1.0,
@@ -261,10 +243,8 @@ class SchedulerService:
             return False
         stats = self.stats
         started = time.perf_counter()
-        result = await loop.run_in_executor(None, self.decide, snap)
+        plan = await loop.run_in_executor(None, self.decide, snap)
         stats.last_duration_s = stats.last_pass_s = time.perf_counter() - started
-        stats.count(result)
-        plan = result.plan
         stats.last_forecast_s = None
         applied = await self.host.apply_plan(plan)
         if plan.forecasting and self.forecast is not None:  # after the starts: only shown

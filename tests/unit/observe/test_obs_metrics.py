@@ -133,7 +133,7 @@ def test_a_pass_reports_attempts_and_rejections_per_plugin_and_reason(
     jobs = [make_job(i).cpus(2).submitted(float(i)).build() for i in range(1, 4)]
     held = make_job(9).hold().build()
     decide = instrumented_decide(build_scheduler(), [m.record_pass])
-    plan = decide(snapshot_of().nodes(make_node("n1").cpus(2)).pending(*jobs, held).build()).plan
+    plan = decide(snapshot_of().nodes(make_node("n1").cpus(2)).pending(*jobs, held).build())
     assert len(plan.placements) == 1
     assert value(m, "hal_schedule_attempts_total", result="scheduled") == 1
     assert value(m, "hal_schedule_attempts_total", result="unschedulable") == 3
@@ -327,25 +327,23 @@ def test_passes_and_forecast_slices_are_counted_apart(
 def test_passes_stopped_at_the_cap_and_their_backfill_turns_are_counted(
     cluster: Cluster, clock: VirtualClock
 ) -> None:
-    """``CycleStats``' last pass stopped at max_job_starts (and ran the backfill stage):
-    counted in ``/metrics``, ``/v1/diag`` and sdiag's forecast block; ``sdiag -r`` starts
-    them again from 0."""
+    """A pass that stopped at max_job_starts (``PassResult.capped``), and one of those
+    that ran the backfill stage all the same (its turn): counted in ``/metrics``,
+    ``/v1/diag`` and sdiag's forecast block; ``sdiag -r`` starts them again from 0."""
     import asyncio
 
     from hal.compat.sdiag import sdiag_lines
     from hal.config.model import HalConfig
     from hal.observe.config import ObserveConfig
-    from hal.scheduler.service import CycleStats
     from hal.server.observe.diag import reset_diag, scheduler_diag
     from hal.server.observe.plane import ObservePlane
 
     asyncio.run(cluster.load())
     plane = ObservePlane(HalConfig(cluster_name="test"), cluster, clock, ObserveConfig())
-    snap, plan = snapshot_of().build(), Plan(revision=0)
+    m, plan, cycle = plane.metrics, Plan(revision=0), BackfillCycle(0.01, 2, 1, 1)
     for capped, backfilled in ((True, True), (True, False), (False, True), (True, False)):
-        stats = CycleStats(1, 0.1, 0.1, None, last_capped=capped, last_backfilled=backfilled)
-        plane._on_cycle(stats, snap, plan)
-    m = plane.metrics
+        backfill = cycle if backfilled else None
+        m.record_pass(PassResult(plan, backfill=backfill, capped=("a",) if capped else ()))
     assert value(m, "hal_scheduling_passes_capped_total") == 3
     assert value(m, "hal_scheduling_passes_capped_backfilled_total") == 1
     d = scheduler_diag(plane)

@@ -2,19 +2,16 @@
 starts (sched_max_job_start) runs its backfill stage all the same when bf_interval has
 passed, as Slurm's backfill thread is not held back by sched_max_job_start. It starts no
 job of the capped partition (the plan applier would not), plans those that fit now to
-start now, holding their nodes from the later jobs, and plans the other partitions as a
-full pass would; ``PacedScheduler`` gives it once per bf_interval while every pass stops
-at the cap, and ``CycleStats`` counts both."""
+start now, holding their nodes from the later jobs, and plans the other partitions' jobs
+held back as a full pass would; ``PacedScheduler`` gives it once per bf_interval while
+every pass stops at the cap."""
 
 from __future__ import annotations
 
-import asyncio
-
 from hal.core.states import PendingReason
-from hal.scheduler.framework.scheduler import PassResult
-from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins import build_scheduler, default_profile
-from hal.scheduler.service import PacedScheduler, PassBounds, SchedulerService
+from hal.scheduler.service import PacedScheduler, PassBounds
 from hal.testing import JobBuilder, cluster, make_job, placed_nodes
 
 NOW = 1000.0
@@ -127,47 +124,6 @@ def test_paced_backfill_runs_once_per_interval_while_every_pass_stops_at_the_cap
         assert set(placed) - set(BULK) == ({200} if r.backfill is not None else set())
         if r.backfill is not None:
             assert 199 in r.reservations and r.reservations[105][0] == NOW + at
-
-
-class _Host:
-    """A ``SchedulerHost`` whose snapshot is ``_snap`` ten seconds later each cycle."""
-
-    def __init__(self) -> None:
-        self.changed = asyncio.Event()
-        self.now = NOW - 10
-
-    def snapshot(self) -> ClusterSnapshot:
-        self.now += 10
-        return _snap(self.now)
-
-    async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
-        return snap
-
-    async def apply_plan(self, plan: Plan) -> list[int]:
-        return []
-
-
-def test_cycle_stats_count_the_capped_passes_and_the_turns() -> None:
-    """Five cycles 10 s apart, each pass stopped at the cap: five capped, two that ran
-    the backfill stage (0 and 30 s), both of them turns."""
-    paced = PacedScheduler(build_scheduler(), bounds=PassBounds(100, 60.0, CAP))
-    seen: list[PassResult] = []
-
-    def decide(snap: ClusterSnapshot) -> PassResult:
-        seen.append(paced.run_pass(snap))
-        return seen[-1]
-
-    service = SchedulerService(_Host(), decide, forecast=paced.forecast)
-
-    async def cycles() -> None:
-        for _ in range(5):
-            await service.cycle()
-
-    asyncio.run(cycles())
-    stats = service.stats
-    assert (stats.capped, stats.backfilled, stats.capped_backfilled) == (5, 2, 2)
-    assert stats.last_capped and not stats.last_backfilled
-    assert [r.backfill is not None for r in seen] == [True, False, False, True, False]
 
 
 def test_a_job_handed_over_keeps_its_own_reason() -> None:

@@ -9,7 +9,6 @@ import time
 
 from hal.core.states import PendingReason
 from hal.scheduler.framework import Scheduler
-from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.scheduler.service import PacedScheduler, SchedulerService
@@ -113,9 +112,9 @@ def test_a_cycle_times_its_pass_and_its_forecast_slice_apart() -> None:
     and ``hal bench scale``'s max_pass_s and max_cycle_s, read)."""
     forecasting = [True, False]
 
-    def decide(snap: ClusterSnapshot) -> PassResult:
+    def decide(snap: ClusterSnapshot) -> Plan:
         time.sleep(0.03)
-        return PassResult(Plan(snap.revision, forecasting=(10,) if forecasting.pop(0) else ()))
+        return Plan(snap.revision, forecasting=(10,) if forecasting.pop(0) else ())
 
     def forecast(plan: Plan) -> tuple[PendingUpdate, ...]:
         time.sleep(0.01)

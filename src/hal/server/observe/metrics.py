@@ -371,6 +371,10 @@ class HalMetrics:
             self.backfill_depth_total += bf.considered
             self.backfill_started.inc(bf.started)
             self.backfill_reservations.inc(bf.reservations)
+        if result.capped:  # (it stopped at max_job_starts; backfilled: its turn)
+            self.passes_capped.inc()
+            if bf is not None:
+                self.passes_capped_backfilled.inc()
 
     def on_cycle(self, stats: CycleStats, snap: ClusterSnapshot, plan: Plan) -> None:
         if not self.enabled:
@@ -380,10 +384,6 @@ class HalMetrics:
         self.last_cycle_time = self.clock.now()
         self.cycle_max_s = max(self.cycle_max_s, stats.last_duration_s)
         self.pass_max_s = max(self.pass_max_s, stats.last_pass_s)
-        if stats.last_capped:
-            self.passes_capped.inc()
-            if stats.last_backfilled:
-                self.passes_capped_backfilled.inc()
         sliced = stats.last_forecast_s
         if sliced is not None:
             self.forecast_slice.observe(sliced)
@@ -433,15 +433,15 @@ class HalMetrics:
 
 def instrumented_decide(
     scheduler: PassRunner, sinks: Sequence[Callable[[PassResult], None]]
-) -> Callable[[ClusterSnapshot], PassResult]:
-    """``scheduler.run_pass`` that also hands each ``PassResult`` to ``sinks`` (metrics,
+) -> Callable[[ClusterSnapshot], Plan]:
+    """``scheduler.schedule`` that also hands each ``PassResult`` to ``sinks`` (metrics,
     traces). Runs on the scheduler's worker thread; sinks must be thread-safe and cheap."""
 
-    def decide(snapshot: ClusterSnapshot) -> PassResult:
+    def decide(snapshot: ClusterSnapshot) -> Plan:
         result = scheduler.run_pass(snapshot)
         for sink in sinks:
             sink(result)
-        return result
+        return result.plan
 
     return decide
 

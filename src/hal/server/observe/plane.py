@@ -29,7 +29,6 @@ from hal.core.job import Job
 from hal.core.states import JobState, NodeState
 from hal.core.tasks import cancel_tasks
 from hal.observe.config import ObserveConfig
-from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner, SchedulerService
 from hal.server.observe.alerts import Alert, AlertEvaluator, WebhookNotifier
@@ -120,10 +119,10 @@ class ObservePlane:
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- wiring ---------------------------------------------------------------------------
-    def decide(self, scheduler: PassRunner) -> Callable[[ClusterSnapshot], PassResult]:
+    def decide(self, scheduler: PassRunner) -> Callable[[ClusterSnapshot], Plan]:
         """The scheduler's decide function, reporting each pass when metrics are on."""
         if not self.settings.metrics:
-            return scheduler.run_pass
+            return scheduler.schedule
         return instrumented_decide(scheduler, [self.metrics.record_pass])
 
     @property
