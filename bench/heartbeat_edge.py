@@ -9,7 +9,8 @@ being the HTTP edge; ``GET /v1/nodes``'s CPU per node; and the nodes' registrati
 The least of ``--repeat`` rounds is kept (another process's burst only adds). Prints one
 JSON object::
 
-    python bench/heartbeat_edge.py [--nodes 1000] [--syncs 5000] [--db URL] [--json]
+    python bench/heartbeat_edge.py [--nodes 1000] [--syncs 5000] [--db URL|fresh] [--json]
+    python bench/heartbeat_edge.py --nodes 10000 --syncs 0 --db fresh   # registrations only
     PYTHONPATH=/path/to/other/tree/src python bench/heartbeat_edge.py
 
 A sync here answers at once (``wait_seconds`` 0): a long poll's wait costs a timer, and
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import tempfile
 import time
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hal.api.server import HalServer
+from hal.bench.scale import PG_ADMIN, _database
 from hal.config.model import load_config
 from hal.server.users import ensure_user
 from hal.state import agents
@@ -161,6 +164,8 @@ async def measure(nodes: int, syncs: int, repeat: int, db: str | None = None) ->
         app: ASGIApp = server.app
         try:
             registered = await _register(app, agent, nodes)
+            if syncs == 0:  # (the registrations alone)
+                return {"benchmark": "heartbeat-edge", "nodes": nodes, **registered}
             requests = [
                 Request("POST", f"/v1/agent/e{n}/sync", agent, _sync_body(n)) for n in range(nodes)
             ]
@@ -203,10 +208,16 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--syncs", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--db", help="an empty database (PostgreSQL's URL); default SQLite")
+    parser.add_argument(
+        "--db",
+        help="an empty database (PostgreSQL's URL), or 'fresh': one made on 127.0.0.1:5432 "
+        "and dropped at the end; default SQLite",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object (the default)")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(measure(args.nodes, args.syncs, args.repeat, args.db))))
+    with contextlib.ExitStack() as stack:
+        db = stack.enter_context(_database(PG_ADMIN)) if args.db == "fresh" else args.db
+        print(json.dumps(asyncio.run(measure(args.nodes, args.syncs, args.repeat, db))))
 
 
 if __name__ == "__main__":

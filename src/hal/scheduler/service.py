@@ -41,6 +41,11 @@ log = logging.getLogger("hal.scheduler")
 class SchedulerHost(Protocol):
     changed: asyncio.Event
 
+    def has_pending(self) -> bool:
+        """Whether a job waits for a pass (pending and not held): the snapshot's
+        ``pending`` would not be empty."""
+        ...
+
     def snapshot(self) -> ClusterSnapshot: ...
 
     async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot: ...
@@ -236,7 +241,9 @@ class SchedulerService:
     async def cycle(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
         """One pass; returns whether pending jobs remain."""
         loop = loop or asyncio.get_running_loop()
-        if self.paused:
+        # nothing pending: no snapshot (it sorts every node when one changed; nodes
+        # registering woke a cycle every few milliseconds, each sorting up to 10,000)
+        if self.paused or not self.host.has_pending():
             return False
         snap = await self.host.fill_related(self.host.snapshot())
         if not snap.pending:

@@ -418,8 +418,7 @@ async def _commit_together(cluster: Cluster, change: Change, kept: list[Registra
     ]
 
     def upsert(tx: StateTransaction) -> None:
-        for r in kept:
-            tx.upsert_node(r.node)
+        tx.upsert_nodes([r.node for r in kept])
 
     await change.commit([], events, extra=upsert)
     for r in kept:

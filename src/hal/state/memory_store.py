@@ -170,8 +170,12 @@ class MemoryTransaction:
             )
 
     def upsert_node(self, node: Node) -> None:
+        self.upsert_nodes((node,))
+
+    def upsert_nodes(self, nodes: Sequence[Node]) -> None:
         self._own("nodes")
-        self.tables.nodes[node.name] = Row(**node_to_row(node))
+        for node in nodes:
+            self.tables.nodes[node.name] = Row(**node_to_row(node))
 
     def delete_node(self, name: str) -> None:
         self._own("nodes")

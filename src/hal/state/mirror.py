@@ -275,6 +275,10 @@ class Mirror:
             self._sorted_nodes = (self.nodes.version, nodes)
         return nodes
 
+    def has_pending(self) -> bool:
+        """Whether a job is pending and not held (``snapshot``'s ``pending``)."""
+        return any(j.state is JobState.PENDING and not j.held for j in self.unfinished.values())
+
     def snapshot(self, *, made: bool = False) -> ClusterSnapshot:
         """The scheduler's view. ``made``: [cloud] nodes not made yet as if they were
         (idle), for ``--test-only``, as Slurm's answers count powered-down cloud nodes."""

@@ -201,6 +201,31 @@ def _record_usage() -> Executable:
 
 
 @functools.cache
+def _upsert_nodes(dialect: str) -> Executable:
+    """Insert the rows of ``nodes`` given, each replacing the stored row of its name."""
+    t = schema.nodes
+    upsert = (pg_insert if dialect == "postgresql" else sqlite_insert)(t)
+    kept = {c.name: upsert.excluded[c.name] for c in t.columns if c.name != "name"}
+    return upsert.on_conflict_do_update(index_elements=[t.c.name], set_=kept)
+
+
+@functools.cache
+def _upsert_nodes_from_json() -> str:
+    """``_upsert_nodes`` for PostgreSQL as one statement for any number of nodes, their
+    rows one JSON array (parameter ``rows``, as ``_insert_events_from_json``'s)."""
+    t = schema.nodes
+    columns = [c.name for c in t.columns]
+    names = ", ".join(f'"{c}"' for c in columns)
+    types = ", ".join(f'"{c}" {t.c[c].type.compile()}' for c in columns)
+    kept = ", ".join(f'"{c}" = EXCLUDED."{c}"' for c in columns if c != "name")
+    return (
+        f"INSERT INTO {t.name} ({names}) SELECT {names} FROM "
+        f"json_to_recordset(%(rows)s::json) AS v({types}) "
+        f"ON CONFLICT (name) DO UPDATE SET {kept}"
+    )
+
+
+@functools.cache
 def _insert_events() -> Executable:
     return insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True)
 
@@ -308,11 +333,22 @@ class Transaction:
         )
 
     def upsert_node(self, node: Node) -> None:
-        t = schema.nodes
-        row = node_to_row(node)
-        done = self.conn.execute(update(t).where(t.c.name == node.name).values(row))
-        if done.rowcount == 0:
-            self.conn.execute(insert(t).values(row))
+        self.upsert_nodes((node,))
+
+    def upsert_nodes(self, nodes: Sequence[Node]) -> None:
+        """One statement for all of ``nodes``: an update then an insert a node, each
+        statement built and keyed anew, cost a registration 0.2 ms of the server's CPU
+        and two round trips under the writer's lock (256 of them a batch)."""
+        if not nodes:
+            return
+        # (one statement cannot change a row twice: a name given twice, its last)
+        values = list({n.name: node_to_row(n) for n in nodes}.values())
+        postgres = self.conn.dialect.name == "postgresql"
+        text = _json_rows(values) if postgres else None
+        if text is not None:
+            self.conn.exec_driver_sql(_upsert_nodes_from_json(), {"rows": text})
+        else:
+            self.conn.execute(_upsert_nodes(self.conn.dialect.name), values)
 
     def delete_node(self, name: str) -> None:
         self.conn.execute(delete(schema.nodes).where(schema.nodes.c.name == name))

@@ -166,6 +166,11 @@ class StateTransaction(Protocol):
         """Insert ``node``, or replace the stored node of its name."""
         ...
 
+    def upsert_nodes(self, nodes: Sequence[Node]) -> None:
+        """``upsert_node`` of each of ``nodes`` in their order (a name given twice: the
+        last wins), in as few statements as the store can (a batch of registrations)."""
+        ...
+
     def delete_node(self, name: str) -> None:
         """Forget node ``name`` (none such: nothing happens)."""
         ...

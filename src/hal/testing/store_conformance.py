@@ -748,6 +748,32 @@ def nodes_are_inserted_replaced_and_deleted(open_store: StoreOpener) -> None:
 
 
 @case
+def nodes_are_upserted_together(open_store: StoreOpener) -> None:
+    """A batch of registrations writes its nodes at once: new ones inserted, known ones
+    replaced whole, a name given twice stored as its last, as one upsert each would."""
+    known = make_node("k1").cpus(4).features("old").build().evolve(labels={"rack": "r1"})
+    again = make_node("k1").cpus(8).gpus(2, "h100").islands((0, 1)).build()
+    drained = make_node("n2").drain().build().evolve(reason="gone", reason_time=3.0)
+    with opened(open_store) as store:
+        with store.transaction() as tx:
+            tx.upsert_nodes([known, make_node("k2").build()])
+        with store.transaction() as tx:
+            tx.upsert_nodes([make_node("n2").build(), again, drained])
+            tx.upsert_nodes([])
+        k1, k2, n2 = store.load_nodes()
+        assert (k1.name, k2.name, n2.name) == ("k1", "k2", "n2")
+        assert k1 == again.evolve(last_heartbeat=k1.last_heartbeat)
+        assert k1.labels == {} and k1.features == () and k1.gpu_islands == ((0, 1),)
+        assert n2.state is NodeState.DRAIN and (n2.reason, n2.reason_time) == ("gone", 3.0)
+        # a value JSON cannot carry (the PostgreSQL store's one statement reads JSON)
+        far = make_node("k2").build().evolve(last_heartbeat=float("inf"))
+        with store.transaction() as tx:
+            tx.upsert_nodes([far, make_node("n3").build()])
+        assert [n.last_heartbeat for n in store.load_nodes()][1] == float("inf")
+        assert [n.name for n in store.load_nodes()] == ["k1", "k2", "n2", "n3"]
+
+
+@case
 def reservations_are_put_replaced_and_deleted(open_store: StoreOpener) -> None:
     """scontrol create, update and delete reservation, kept over a restart with their
     flags (PURGE_COMP's seconds too)."""

@@ -95,6 +95,9 @@ class _Host:
         self.changed = asyncio.Event()
         self.applied: list[Plan] = []
 
+    def has_pending(self) -> bool:
+        return True
+
     def snapshot(self) -> ClusterSnapshot:
         return _snap(1000.0)
 

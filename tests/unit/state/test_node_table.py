@@ -1,6 +1,7 @@
 """The mirror's nodes keep their sorted order and each partition's candidates only while
 nothing changed them (``hal.state.node_table``): a node that joins, leaves or comes back
-with other resources is seen by the next snapshot and the next submission."""
+with other resources is seen by the next snapshot and the next submission; a scheduler
+cycle with nothing pending takes no snapshot."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 
 from hal.core.errors import InvalidRequest
 from hal.core.job import JobSpec
+from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+from hal.scheduler.service import SchedulerService
 from hal.state.cluster import Cluster
 from hal.state.node_table import NodeTable
 from hal.testing.builders import make_node
@@ -78,3 +81,35 @@ def test_nodes_given_whole_are_seen_by_the_next_snapshot_and_submission(cluster:
     assert [n.name for n in cluster.snapshot().nodes] == ["big"]
     (taken,) = asyncio.run(cluster.submit([spec(4)]))
     assert cluster.jobs[taken.job_id].spec.cpus_per_task == 4
+
+
+def test_a_cycle_with_nothing_pending_takes_no_snapshot(cluster: Cluster) -> None:
+    """Nodes registering wake the scheduler at every commit: with no job pending (none,
+    or only held ones) a cycle sorts no node; once a job waits, it does."""
+    snapshots: list[int] = []
+    taken = cluster.snapshot
+
+    def counting(*, made: bool = False) -> ClusterSnapshot:
+        snapshots.append(1)
+        return taken(made=made)
+
+    cluster.snapshot = counting  # type: ignore[method-assign]
+    passes: list[ClusterSnapshot] = []
+
+    def decide(snap: ClusterSnapshot) -> Plan:
+        passes.append(snap)
+        return Plan(snap.revision)
+
+    service = SchedulerService(cluster, decide)
+    cluster.nodes["n2"] = make_node("n2").build()  # (a node came up: a new version)
+    assert not cluster.has_pending()
+    assert asyncio.run(service.cycle()) is False
+    assert snapshots == [] and passes == []
+    asyncio.run(cluster.submit([spec(1).with_changes(hold=True)]))
+    assert not cluster.has_pending() and not taken().pending
+    assert asyncio.run(service.cycle()) is False
+    assert snapshots == [] and passes == []
+    asyncio.run(cluster.submit([spec(1)]))
+    assert cluster.has_pending() and taken().pending
+    asyncio.run(service.cycle())
+    assert snapshots == [1] and [len(p.pending) for p in passes] == [1]

@@ -102,12 +102,13 @@ def _refusing(cluster: Cluster, error: Callable[[str], Exception]) -> list[str]:
     ``error(node)``; the list returned gathers the nodes each transaction wrote."""
     written: list[str] = []
 
-    def check(node: Node) -> None:
-        written.append(node.name)
-        if node.name == "bad":
-            raise error(node.name)
+    def check(nodes: list[Node]) -> None:
+        for node in nodes:
+            written.append(node.name)
+            if node.name == "bad":
+                raise error(node.name)
 
-    intercept(cluster, "upsert_node", check)
+    intercept(cluster, "upsert_nodes", check)
     return written
 
 
