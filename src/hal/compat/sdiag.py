@@ -120,7 +120,7 @@ def sdiag_lines(d: SchedulerDiag) -> list[str]:
     lines.append(f"\tLast queue length: {d.backfill_last_depth}")
     if d.backfill_cycles > 0:
         lines.append(f"\tQueue length mean: {d.backfill_mean_depth}")
-    return lines + _forecast_lines(d) + _rpc_lines(d)
+    return lines + _forecast_lines(d) + _loop_lines(d) + _rpc_lines(d)
 
 
 def _forecast_lines(d: SchedulerDiag) -> list[str]:
@@ -137,6 +137,18 @@ def _forecast_lines(d: SchedulerDiag) -> list[str]:
         f"\tMax slice:    {_us(d.max_forecast_slice_s or 0.0)}",
         f"\tLast cycle with its slice: {_us(d.last_cycle_s)}",
         f"\tMax cycle with its slice:  {_us(d.max_cycle_s)}",
+    ]
+
+
+def _loop_lines(d: SchedulerDiag) -> list[str]:
+    """HAL's own block: the event loop's longest lag since the start or ``sdiag -r``
+    (none from a server that does not measure it)."""
+    if d.max_event_loop_lag_s is None:
+        return []
+    return [
+        "",
+        "Event loop statistics (microseconds):",
+        f"\tMax lag:      {_us(d.max_event_loop_lag_s)}",
     ]
 
 

@@ -76,6 +76,9 @@ class SchedulerDiag(WireModel):
     forecast_slices: int | None = None
     last_forecast_slice_s: float | None = None
     max_forecast_slice_s: float | None = None
+    # the event loop's longest lag (``hal_event_loop_lag_seconds``): how much later than
+    # asked a task sleeping 0.1 s on it woke, the longest a request waited to be looked at
+    max_event_loop_lag_s: float | None = None
 
     def main_schedule(self) -> tuple[float, float, float, int]:
         """The passes' last, longest, summed (seconds) and mean (µs) duration: Slurm's

@@ -40,6 +40,7 @@ from hal.server.observe.artifactmetrics import artifact_metrics
 from hal.server.observe.cloudmetrics import cloud_metrics, cost_metrics
 from hal.server.observe.feedbackmetrics import feedback_metrics
 from hal.server.observe.harmonicmetrics import HarmonicStats, harmonic_metrics
+from hal.server.observe.loop_lag import LAG_BUCKETS
 from hal.server.observe.powermetrics import power_metrics
 from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
@@ -140,6 +141,12 @@ class HalMetrics:
             "Duration of one scheduling pass (main loop, and the backfill stage when it "
             "ran), without the cycle's forecast slice.",
             buckets=CYCLE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.loop_lag = Histogram(
+            "hal_event_loop_lag_seconds",
+            "How much later than asked a task sleeping 0.1 s on the server's event loop "
+            "woke: what a request arriving then waited before the loop looked at it.",
+            buckets=LAG_BUCKETS, registry=r,
         )  # fmt: skip
         self.forecast_slice = Histogram(
             "hal_forecast_slice_duration_seconds",
