@@ -5,8 +5,8 @@ cancelled, a node went down, an agent reported a finish that freed room). Like N
 applier, ``apply_plan`` re-validates every placement against the current mirror
 (``check_placement``) and accepts only those that still fit; rejected ones simply stay
 pending and the next pass retries them. The components of a het job start together or not
-at all. The plan's terminations, advisory reasons and preemption marks are written in the
-same change as its last starts.
+at all. The plan's terminations and preemption marks are written in the same change as
+its last starts, its advisory reasons in changes after them.
 
 At most ``[scheduler] max_job_starts`` placements of one partition start per plan
 (Slurm's ``sched_max_job_start``, per partition), in the plan's order: writing a start
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 # mirror's update and its launches hold the event loop, about 1 ms a start of CPU; a
 # plan of 1,000 starts held it for seconds on a loaded machine
 APPLY_CHUNK = 100
+# the most of a plan's reasons one change writes: a full pass gives every pending job
+# one, and a new one is a new ``Job`` (25,000 of them held the loop a second)
+UPDATE_CHUNK = 2000
 
 
 async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
@@ -55,8 +58,9 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
     Its placements go in changes of at most ``APPLY_CHUNK`` (a het job's components in
     one), in the plan's order, each re-checked against the state its change finds and
     committed alone; the loop serves what waits between two (the lock is released, so
-    agents' reports commit there too). The plan's terminations, reasons and preemption
-    marks go with the last. A change that fails leaves those before it stored and
+    agents' reports commit there too). The plan's terminations and preemption marks go
+    with the last; then its reasons, ``UPDATE_CHUNK`` a change (each checked against the
+    job as that change finds it). A change that fails leaves those before it stored and
     started, its own and the later placements pending: the next pass places them again
     (the re-check refuses what did start, so applying a plan again starts nothing
     twice)."""
@@ -69,8 +73,12 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
         if i < len(chunks) - 1:
             part = Plan(plan.revision, placements=placements)
         else:
-            part = dataclasses.replace(plan, placements=placements)
+            part = dataclasses.replace(plan, placements=placements, updates=())
         started += await _apply_part(cluster, part, starts)
+    for first in range(0, len(plan.updates), UPDATE_CHUNK):
+        await asyncio.sleep(0)
+        updates = plan.updates[first : first + UPDATE_CHUNK]
+        await _apply_part(cluster, Plan(plan.revision, updates=updates), starts)
     return started
 
 

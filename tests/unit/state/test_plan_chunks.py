@@ -41,7 +41,9 @@ def a_cluster(clock: VirtualClock, *jobs: Job) -> Cluster:
 
 
 def pending(count: int) -> list[Job]:
-    return [make_job(i).build() for i in range(1, count + 1)]
+    """Jobs 1 to ``count``, and 13, whose dependency the plan finds met."""
+    waiting = make_job(13).reason(PendingReason.DEPENDENCY).build()
+    return [make_job(i).build() for i in range(1, count + 1)] + [waiting]
 
 
 def the_plan() -> Plan:
@@ -54,7 +56,10 @@ def the_plan() -> Plan:
         terminations=(
             Termination(11, JobState.CANCELLED, PendingReason.DEPENDENCY_NEVER_SATISFIED),
         ),
-        updates=(PendingUpdate(12, PendingReason.PRIORITY, 2_000_000.0),),
+        updates=(
+            PendingUpdate(12, PendingReason.PRIORITY, 2_000_000.0),
+            PendingUpdate(13, PendingReason.PRIORITY),
+        ),
     )
 
 
@@ -63,7 +68,7 @@ def outcome(cluster: Cluster) -> dict[str, object]:
     stored = {j.id: j for j in cluster.store.load_jobs(active_or_ended_after=0.0)}
     return {
         "mirror": {j.id: (j.state, j.allocation, j.reason) for j in cluster.jobs.values()},
-        "stored": {i: (j.state, j.allocation) for i, j in sorted(stored.items())},
+        "stored": {i: (j.state, j.allocation, j.eligible_time) for i, j in stored.items()},
         "launched": {
             name: sorted(i.job_id for i in s.outbox if isinstance(i, Launch))
             for name, s in cluster.agent_sessions.items()
@@ -82,6 +87,7 @@ def test_chunks_write_what_one_change_writes(
     results = []
     for size in (1000, 3):
         monkeypatch.setattr(plan_applier, "APPLY_CHUNK", size)
+        monkeypatch.setattr(plan_applier, "UPDATE_CHUNK", size // 3)  # (1: one a change)
         cluster = a_cluster(clock, *pending(12))
         opened = counted(cluster)
         started = asyncio.run(cluster.apply_plan(the_plan()))
@@ -92,7 +98,12 @@ def test_chunks_write_what_one_change_writes(
     mirror = chunked_outcome["mirror"]
     assert isinstance(mirror, dict)
     assert mirror[11][0] is JobState.CANCELLED and mirror[12][2] is PendingReason.PRIORITY
-    assert (one, several) == (1, 4)  # a transaction a slice of three (the last with the end)
+    stored = chunked_outcome["stored"]
+    assert isinstance(stored, dict)
+    assert stored[13][2] == clock.now()  # eligible from this plan on: written
+    # the starts with the end, then the reason written (job 12's is kept in memory
+    # only); chunked, a transaction a slice of three
+    assert (one, several) == (2, 5)
 
 
 def test_a_het_job_starts_whole_across_slices(clock: VirtualClock, chunk_of_three: None) -> None:
@@ -132,7 +143,8 @@ def test_max_job_starts_counts_across_slices(clock: VirtualClock, chunk_of_three
     spots = ["n1", "n1", "n2", "n2", "n3", "n3", "n4", "n4"]
     plan = Plan(0, placements=tuple(Placement(i + 1, on(n)) for i, n in enumerate(spots)))
     assert asyncio.run(cluster.apply_plan(plan)) == [1, 2, 3, 4]
-    assert {j.id for j in cluster.jobs.values() if j.state is JobState.PENDING} == {5, 6, 7, 8}
+    waiting = {j.id for j in cluster.jobs.values() if j.state is JobState.PENDING}
+    assert waiting == {5, 6, 7, 8, 13}  # (13: never placed)
 
 
 def test_a_failed_slice_leaves_the_rest_pending_and_a_retry_starts_them(
