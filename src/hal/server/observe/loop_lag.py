@@ -1,6 +1,6 @@
 """How late the server's event loop answers: ``hal_event_loop_lag_seconds``.
 
-Everything the control plane does between two ``await`` s holds its one event loop: a
+Everything the control plane does between two awaits holds its one event loop: a
 request waits for whatever ran before it (a plan's starts being written, a batch of
 agents' reports mirrored, a list's JSON built) and for the interpreter, which the
 scheduler's pass (a thread) and the store's thread share with it. ``LoopLag.run`` sleeps
