@@ -40,5 +40,9 @@ def test_the_scale_bench_reports_a_whole_run(pg_url: str) -> None:
     # a cycle is its pass and the forecast slice after it: neither outlasts the longest
     assert report["max_pass_s"] <= report["max_cycle_s"]
     assert report["max_forecast_slice_s"] <= report["max_cycle_s"]
+    # the loop's lag: its p99, read from the histogram's buckets over the window, lies
+    # within the bucket of the longest (buckets ×2 from 1 ms)
+    lag_max, lag_p99 = report["event_loop_lag_max_s"], report["event_loop_lag_p99_s"]
+    assert 0 <= lag_p99 <= 2 * lag_max + 0.002
     for key in ("squeue", "rest_list", "submit_to_start"):
         assert 0 < report[f"{key}_p50_s"] <= report[f"{key}_p99_s"]
