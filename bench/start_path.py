@@ -8,7 +8,8 @@ reply serialised as the route does), then the bench waits for the scheduler's ne
 cycle; the rounds stop early once no job is left pending (``rounds_run``: how many
 ran). Prints one JSON object: starts, the process's CPU per start (the pass, the
 plan's writes, the syncs and the end reports together; PostgreSQL's own CPU is another
-process's and not counted), the rounds' wall time and the longest pass::
+process's and not counted), the rounds' wall time, the longest pass and the event
+loop's longest lag::
 
     PYTHONPATH=src python bench/start_path.py [NODES [JOBS [ROUNDS]]]       # 200 4000 20
     PYTHONPATH=/path/to/other/tree/src python bench/start_path.py ...
@@ -126,6 +127,8 @@ async def _run(db: str, nodes: int, jobs: int, rounds: int, work: Path) -> dict[
     started0 = plane.service.stats.total_started
     cycles0 = plane.service.stats.cycles
     longest = 0.0
+    lag = plane.observe.loop_lag
+    lag.reset()
     t0, c0 = time.perf_counter(), time.process_time()
     plane.service.paused = False
     cluster.changed.set()
@@ -169,6 +172,9 @@ async def _run(db: str, nodes: int, jobs: int, rounds: int, work: Path) -> dict[
         # everything else (writing the plans, the syncs, the reports), per start
         "rest_cpu_ms_per_start": round(1000 * rest / max(starts, 1), 3),
         "longest_pass_s": round(longest, 3),
+        # the event loop's longest lag in the window (``hal_event_loop_lag_seconds``):
+        # the longest a request would have waited for it
+        "event_loop_lag_max_s": round(lag.max_s, 3),
     }
     await plane.stop()
     return out

@@ -15,7 +15,8 @@ nodes in ``hal emulate`` processes of at most ``--nodes-per-process`` each (part
    latency of probe jobs on the idle ``probe`` nodes (p50/p99), the REST list of every
    queued job and ``hal squeue`` (p50/p99), the server's RSS (most seen) and its
    longest scheduling pass, forecast slice and cycle (``/v1/diag``'s max_pass_s,
-   max_forecast_slice_s and max_cycle_s);
+   max_forecast_slice_s and max_cycle_s), and how late its event loop answered
+   (``event_loop_lag_max_s``, ``event_loop_lag_p99_s``);
 4. ``hal sacct`` of every job, and the database's size.
 
 Everything runs on this machine: the emulators, the database and the bench's own client
@@ -261,7 +262,8 @@ def run_scale_bench(
                 base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=120
             )
             http.post("/v1/diag/reset").raise_for_status()
-            started0 = _counter(http.get("/metrics").text, "hal_jobs_started_total")
+            metrics0 = http.get("/metrics").text
+            started0 = _counter(metrics0, "hal_jobs_started_total")
             _open_bulk([*hal, "scontrol"], env)
             t_window = time.monotonic()
             cpu_window = sum(server_ps.cpu_times()[:2])
@@ -271,7 +273,9 @@ def run_scale_bench(
             pending = seen.pending
             if pending:  # (the last sample's may be a minute old on a loaded server)
                 pending = len(client.jobs(states=["PENDING"], validate=False))
-            started = _counter(http.get("/metrics").text, "hal_jobs_started_total") - started0
+            metrics1 = http.get("/metrics").text
+            started = _counter(metrics1, "hal_jobs_started_total") - started0
+            lag_p99 = _quantile(metrics0, metrics1, "hal_event_loop_lag_seconds", 0.99)
             diag = http.get("/v1/diag").json()
             t = time.perf_counter()
             acct = subprocess.run(
@@ -335,6 +339,10 @@ def run_scale_bench(
         "passes_capped": int(diag.get("passes_capped") or 0),
         "passes_capped_backfilled": int(diag.get("passes_capped_backfilled") or 0),
         "backfill_cycles": int(diag.get("backfill_cycles") or 0),
+        # how late the server's event loop woke from its 0.1 s sleeps in the window: the
+        # longest (/v1/diag) and the 99th percentile of hal_event_loop_lag_seconds
+        "event_loop_lag_max_s": _seconds(diag, "max_event_loop_lag_s"),
+        "event_loop_lag_p99_s": round(lag_p99, 3),
         "targets": TARGETS,
     }
 
@@ -342,6 +350,34 @@ def run_scale_bench(
 def _seconds(diag: Mapping[str, Any], key: str) -> float:
     """``diag``'s ``key`` rounded to the millisecond (0 when the server gave none)."""
     return round(float(diag.get(key) or 0.0), 3)
+
+
+def _quantile(before: str, after: str, name: str, q: float) -> float:
+    """The ``q`` quantile of histogram ``name`` over what it counted between two
+    ``/metrics`` texts, interpolated within its bucket as PromQL's histogram_quantile
+    does (0 when it counted nothing)."""
+
+    def buckets(text: str) -> dict[float, float]:
+        prefix = name + '_bucket{le="'
+        return {
+            float(line[len(prefix) :].split('"', 1)[0]): float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(prefix)
+        }
+
+    was, now = buckets(before), buckets(after)
+    counts = sorted((le, now[le] - was.get(le, 0.0)) for le in now)
+    if not counts or counts[-1][1] <= 0:
+        return 0.0
+    rank = q * counts[-1][1]
+    lower, below = 0.0, 0.0
+    for le, count in counts:
+        if count >= rank:
+            if math.isinf(le):
+                return lower  # (past the last bound: the last bound, as PromQL)
+            return lower + (le - lower) * (rank - below) / max(count - below, 1e-9)
+        lower, below = le, count
+    return lower
 
 
 def make_tokens(

@@ -120,7 +120,7 @@ def sdiag_lines(d: SchedulerDiag) -> list[str]:
     lines.append(f"\tLast queue length: {d.backfill_last_depth}")
     if d.backfill_cycles > 0:
         lines.append(f"\tQueue length mean: {d.backfill_mean_depth}")
-    return lines + _forecast_lines(d) + _rpc_lines(d)
+    return lines + _forecast_lines(d) + _loop_lines(d) + _rpc_lines(d)
 
 
 def _forecast_lines(d: SchedulerDiag) -> list[str]:
@@ -144,6 +144,18 @@ def _forecast_lines(d: SchedulerDiag) -> list[str]:
             f"\tPasses stopped there that backfilled: {d.passes_capped_backfilled or 0}",
         ]
     return lines
+
+
+def _loop_lines(d: SchedulerDiag) -> list[str]:
+    """HAL's own block: the event loop's longest lag since the start or ``sdiag -r``
+    (none from a server that does not measure it)."""
+    if d.max_event_loop_lag_s is None:
+        return []
+    return [
+        "",
+        "Event loop statistics (microseconds):",
+        f"\tMax lag:      {_us(d.max_event_loop_lag_s)}",
+    ]
 
 
 def _server_lines(d: SchedulerDiag) -> list[str]:

@@ -35,6 +35,9 @@ containers and CI:
 ``HAL_PLUGIN_TIMING_INTERVAL_S``  one scheduling pass in this many seconds runs with its
                                   plugin calls timed (``hal_scheduler_plugin_duration_
                                   seconds``); default 10, ``0`` every pass, negative never
+``HAL_LOOP_STALL_LOG_S``          log the server's event loop held this long or longer,
+                                  with where its thread was (its stacks); default 0, off
+                                  (``hal.server.observe.loop_lag``)
 ``HAL_OUTPUT_RELAY_TIMEOUT_S``    how long a read of job output through the job's agent
                                   may take before ``hal logs`` gives up (default 10)
 ================================  ==========================================================
@@ -85,6 +88,7 @@ class ObserveConfig:
     anomaly_interval_s: float = 5.0  # how often the anomaly detector looks
     output_relay_timeout_s: float = 10.0  # one read of job output through its agent
     plugin_timing_interval_s: float = 10.0  # one timed pass per this many seconds; <0 never
+    loop_stall_log_s: float = 0.0  # log the event loop held this long, with its stacks; 0 off
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObserveConfig:
@@ -125,6 +129,7 @@ class ObserveConfig:
             plugin_timing_interval_s=number(
                 "HAL_PLUGIN_TIMING_INTERVAL_S", base.plugin_timing_interval_s, minimum=None
             ),
+            loop_stall_log_s=number("HAL_LOOP_STALL_LOG_S", base.loop_stall_log_s),
         )
 
 

@@ -216,6 +216,7 @@ class AgentGone(Exception):
 
 REGISTRATIONS_PER_COMMIT = 256  # the most one transaction writes (one node row and event each)
 SYNCS_PER_COMMIT = 256  # the most syncs' reports one transaction writes
+YIELD_EVERY_SYNCS = 32  # of a batch, the syncs whose reports are read between two turns
 
 
 @dataclass(slots=True, eq=False)
@@ -616,7 +617,11 @@ async def _commit_reports_together(
     events: list[EventRow] = []
     usage: list[JobUse] = []
     by_sync: list[set[int]] = []  # the jobs each sync's reports changed
-    for waiting in batch:
+    for i, waiting in enumerate(batch):
+        if i and not i % YIELD_EVERY_SYNCS:
+            # (requests go on meanwhile; the lock is held: no change reads the batch's
+            # jobs under it, and nothing is mirrored before the commit)
+            await asyncio.sleep(0)
         mine: set[int] = set()
         _apply(cluster, waiting.node, waiting.reports, changed, events, usage, mine)
         by_sync.append(mine)

@@ -5,19 +5,22 @@ cancelled, a node went down, an agent reported a finish that freed room). Like N
 applier, ``apply_plan`` re-validates every placement against the current mirror
 (``check_placement``) and accepts only those that still fit; rejected ones simply stay
 pending and the next pass retries them. The components of a het job start together or not
-at all. The plan's terminations, advisory reasons and preemption marks are written in the
-same change.
+at all. The plan's terminations and preemption marks are written in the same change as
+its last starts, its advisory reasons in changes after them.
 
 At most ``[scheduler] max_job_starts`` placements of one partition start per plan
 (Slurm's ``sched_max_job_start``, per partition), in the plan's order: writing a start
 and its launch holds the server's event loop, and a pass that placed thousands would hold
 it for seconds; per partition, so that one partition's backlog never keeps another's jobs
 from their idle nodes. The placements past the cap are left as refused ones are, for the
-next pass, which the commit wakes at once.
+next pass, which the commit wakes at once. The starts a plan keeps are written
+``APPLY_CHUNK`` at a time, each slice a change (a transaction) of its own, so that
+requests and agents' reports are served between them (ADR 0030).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping
@@ -40,8 +43,79 @@ if TYPE_CHECKING:
     from hal.state.cluster import Cluster
 
 
+# the most placements one change of a plan writes: its re-check, its transaction, the
+# mirror's update and its launches hold the event loop, about 1 ms a start of CPU; a
+# plan of 1,000 starts held it for seconds on a loaded machine
+APPLY_CHUNK = 100
+# the most of a plan's reasons one change writes: a full pass gives every pending job
+# one, and a new one is a new ``Job`` (25,000 of them held the loop a second)
+UPDATE_CHUNK = 2000
+
+
 async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
-    """Commit the parts of ``plan`` that still hold; return the ids started."""
+    """Commit the parts of ``plan`` that still hold; return the ids started.
+
+    Its placements go in changes of at most ``APPLY_CHUNK`` (a het job's components in
+    one), in the plan's order, each re-checked against the state its change finds and
+    committed alone; the loop serves what waits between two (the lock is released, so
+    agents' reports commit there too). The plan's terminations and preemption marks go
+    with the last; then its reasons, ``UPDATE_CHUNK`` a change (each checked against the
+    job as that change finds it). A change that fails leaves those before it stored and
+    started, its own and the later placements pending: the next pass places them again
+    (the re-check refuses what did start, so applying a plan again starts nothing
+    twice)."""
+    starts: Counter[str] = Counter()  # by partition, up to ``max_job_starts``
+    chunks = _chunks(cluster, plan.placements, APPLY_CHUNK)
+    started: list[int] = []
+    for i, placements in enumerate(chunks):
+        if i:
+            await asyncio.sleep(0)  # (an uncontended lock is taken without yielding)
+        if i < len(chunks) - 1:
+            part = Plan(plan.revision, placements=placements)
+        else:
+            part = dataclasses.replace(plan, placements=placements, updates=())
+        started += await _apply_part(cluster, part, starts)
+    for first in range(0, len(plan.updates), UPDATE_CHUNK):
+        await asyncio.sleep(0)
+        updates = plan.updates[first : first + UPDATE_CHUNK]
+        await _apply_part(cluster, Plan(plan.revision, updates=updates), starts)
+    return started
+
+
+def _chunks(
+    cluster: Cluster, placements: tuple[Placement, ...], size: int
+) -> list[tuple[Placement, ...]]:
+    """``placements`` in slices of about ``size`` (one at least, empty when there are
+    none), in their order but for a het job's components, which go together where its
+    first one is (all start together or none does: one change decides)."""
+    if len(placements) <= size:
+        return [placements]
+    units: list[list[Placement]] = []
+    het_units: dict[int, list[Placement]] = {}
+    for placement in placements:
+        job = cluster.jobs.get(placement.job_id)
+        het = job.spec.het if job is not None else None
+        if het is None:
+            units.append([placement])
+        elif het.job_id in het_units:
+            het_units[het.job_id].append(placement)
+        else:
+            units.append(het_units.setdefault(het.job_id, [placement]))
+    chunks: list[tuple[Placement, ...]] = []
+    current: list[Placement] = []
+    for unit in units:
+        if current and len(current) + len(unit) > size:
+            chunks.append(tuple(current))
+            current = []
+        current += unit
+    chunks.append(tuple(current))
+    return chunks
+
+
+async def _apply_part(cluster: Cluster, plan: Plan, starts: Counter[str]) -> list[int]:
+    """One change of ``apply_plan``: ``plan``'s placements (one slice), terminations,
+    reasons and marks; ``starts``: the starts by partition of the changes before it,
+    counted on."""
     async with cluster.change() as change:
         now = cluster.clock.now()
         if any(p.job_id not in cluster.jobs for p in plan.placements):
@@ -55,7 +129,6 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
         scratch = _scratch_usage(cluster.usage, plan)
         refused_het = _refused_het_jobs(cluster, plan, scratch)
         cap = cluster.config.scheduler_max_job_starts
-        starts: Counter[str] = Counter()  # by partition, up to ``cap``
         for placement in plan.placements:
             job = cluster.jobs[placement.job_id]
             partition = placement.partition or job.partition

@@ -80,6 +80,9 @@ class SchedulerDiag(WireModel):
     # that ran the backfill stage all the same (its turn once bf_interval passed)
     passes_capped: int | None = None
     passes_capped_backfilled: int | None = None
+    # the event loop's longest lag (``hal_event_loop_lag_seconds``): how much later than
+    # asked a task sleeping 0.1 s on it woke, the longest a request waited to be looked at
+    max_event_loop_lag_s: float | None = None
 
     def main_schedule(self) -> tuple[float, float, float, int]:
         """The passes' last, longest, summed (seconds) and mean (µs) duration: Slurm's

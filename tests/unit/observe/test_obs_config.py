@@ -20,6 +20,7 @@ def test_defaults_and_overrides() -> None:
             "HAL_ALERT_NODE_DOWN_S": "5",
             "HAL_ALERT_NODE_SLOW_FACTOR": "3",
             "HAL_ALERT_NODE_SLOW_WINDOW_S": "3600",
+            "HAL_LOOP_STALL_LOG_S": "0.2",
         }
     )
     assert not cfg.metrics and cfg.tracing
@@ -27,6 +28,7 @@ def test_defaults_and_overrides() -> None:
     assert cfg.webhooks == ("http://a/hook", "http://b/hook")
     assert cfg.node_down_s == 5.0
     assert (cfg.node_slow_factor, cfg.node_slow_min_jobs, cfg.node_slow_window_s) == (3, 5, 3600)
+    assert cfg.loop_stall_log_s == 0.2 and ObserveConfig().loop_stall_log_s == 0.0  # (off)
 
 
 def test_the_traces_specific_endpoint_is_used_as_is() -> None:
@@ -45,6 +47,7 @@ def test_the_traces_specific_endpoint_is_used_as_is() -> None:
         ("HAL_ALERT_NODE_DOWN_S", "1m", "number of at least 0"),
         ("HAL_ALERT_QUEUE_STUCK_S", "-5", "number of at least 0"),
         ("HAL_OUTPUT_RELAY_TIMEOUT_S", "nan", "number of at least 0"),
+        ("HAL_LOOP_STALL_LOG_S", "-0.2", "number of at least 0"),
         ("HAL_PLUGIN_TIMING_INTERVAL_S", "often", "set it to a number,"),
         ("HAL_LOG_LEVEL", "verbose", "debug, info, warning, error"),
         ("HAL_LOG_FORMAT", "text", "json, console"),

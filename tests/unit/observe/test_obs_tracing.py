@@ -131,3 +131,24 @@ def test_without_an_exporter_no_spans_are_built_but_the_timeline_is_kept(
     tracer.on_jobs_changed([job.evolve(state=JobState.COMPLETED, end_time=clock.now())])
     trail = tracer.trail(9)
     assert trail is not None and trail.attempts[0].nodes == ("n1",)
+
+
+def test_a_reason_given_again_is_one_event(tracer: JobTracer, clock: VirtualClock) -> None:
+    """Each full pass gives every pending job its reason again: the trail keeps one
+    event of it until the reason or the expected start changes."""
+    t0 = clock.now()
+    tracer.on_jobs_changed([make_job(5).submitted(t0).build()])
+    resources = Plan(1, updates=(PendingUpdate(5, PendingReason.RESOURCES),))
+    for i in range(3):
+        cycle(tracer, t0 + i, resources)
+    expected = Plan(1, updates=(PendingUpdate(5, PendingReason.RESOURCES, t0 + 50),))
+    cycle(tracer, t0 + 3, expected)
+    cycle(tracer, t0 + 4, expected)
+    cycle(tracer, t0 + 5, resources)
+    trail = tracer.trail(5)
+    assert trail is not None
+    assert [(t - t0, attrs) for t, _, attrs in trail.events] == [
+        (0, {"hal.job.reason": "Resources"}),
+        (3, {"hal.job.reason": "Resources", "hal.job.expected_start": f"{t0 + 50:.3f}"}),
+        (5, {"hal.job.reason": "Resources"}),
+    ]

@@ -93,14 +93,16 @@ def reset_diag(plane: ObservePlane) -> None:
     """``sdiag -r``: what Slurm 22.05.8's reset zeroes starts again from 0 ("Data since"
     now): the job counters, the cycle counts, maxima, sums and depths of both stages, the
     backfill stage's last cycle and depth (and the forecast slices' count, maximum and
-    last, which belong with backfill), and the RPC tables. The last main cycle and
-    its queue length stay, as in Slurm; ``/metrics`` is not touched."""
+    last, which belong with backfill), the event loop's longest lag, and the RPC tables.
+    The last main cycle and its queue length stay, as in Slurm; ``/metrics`` is not
+    touched."""
     _enabled(plane)
     m = plane.metrics
     plane.diag_base = counted(m)
     plane.diag_since = plane.clock.now()
     m.cycle_max_s = m.pass_max_s = m.forecast_max_s = m.backfill_max_s = 0.0
     m.cycle_depth_total = m.backfill_depth_total = 0
+    plane.loop_lag.reset()
     plane.requests.reset()
 
 
@@ -145,6 +147,7 @@ def scheduler_diag(plane: ObservePlane, agent_queue_size: int | None = None) -> 
         max_forecast_slice_s=m.forecast_max_s,
         passes_capped=c.passes_capped,
         passes_capped_backfilled=c.passes_capped_backfilled,
+        max_event_loop_lag_s=plane.loop_lag.max_s,
         total_depth=m.cycle_depth_total,
         last_queue_length=m.last_queue_length,
         backfill_jobs=c.backfill_jobs,

@@ -40,6 +40,7 @@ from hal.server.observe.artifactmetrics import artifact_metrics
 from hal.server.observe.cloudmetrics import cloud_metrics, cost_metrics
 from hal.server.observe.feedbackmetrics import feedback_metrics
 from hal.server.observe.harmonicmetrics import HarmonicStats, harmonic_metrics
+from hal.server.observe.loop_lag import LAG_BUCKETS
 from hal.server.observe.powermetrics import power_metrics
 from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
@@ -152,6 +153,12 @@ class HalMetrics:
             "all the same (its turn: bf_interval had passed).",
             registry=r,
         )
+        self.loop_lag = Histogram(
+            "hal_event_loop_lag_seconds",
+            "How much later than asked a task sleeping 0.1 s on the server's event loop "
+            "woke: what a request arriving then waited before the loop looked at it.",
+            buckets=LAG_BUCKETS, registry=r,
+        )  # fmt: skip
         self.forecast_slice = Histogram(
             "hal_forecast_slice_duration_seconds",
             "Duration of one slice of the expected-start forecast (bf_yield_interval), run "
@@ -444,6 +451,26 @@ def instrumented_decide(
         return result.plan
 
     return decide
+
+
+class Collected(Collector):
+    """Metric families collected once (on the event loop: the state collector reads
+    the mirror), for their text to be written elsewhere (``generate_latest`` in a thread
+    of ``registry()``, which holds just them)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def describe(self) -> Iterable[Metric]:
+        return ()  # (no names to reserve: the registry holds these alone)
+
+    def collect(self) -> Iterable[Metric]:
+        return iter(self.families)
+
+    def registry(self) -> CollectorRegistry:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        return registry
 
 
 class _StateCollector(Collector):

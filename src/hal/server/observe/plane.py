@@ -34,6 +34,7 @@ from hal.scheduler.service import CycleStats, PassRunner, SchedulerService
 from hal.server.observe.alerts import Alert, AlertEvaluator, WebhookNotifier
 from hal.server.observe.anomalies import AnomalyDetector, StartLookup
 from hal.server.observe.diag import Counted
+from hal.server.observe.loop_lag import LoopLag
 from hal.server.observe.metrics import HalMetrics, instrumented_decide
 from hal.server.observe.outputrelay import OutputRelay
 from hal.server.observe.rpc_stats import RequestCounts
@@ -111,6 +112,11 @@ class ObservePlane:
         self.metrics.anomalies = self.anomalies
         self.output_relay = OutputRelay(cluster, timeout_s=s.output_relay_timeout_s)
         self.history: deque[Sample] = deque(maxlen=HISTORY)
+        # the event loop's lag (``hal_event_loop_lag_seconds``, sdiag's longest)
+        self.loop_lag = LoopLag(
+            self.metrics.loop_lag.observe if s.metrics else lambda lag: None,
+            stall_log_s=s.loop_stall_log_s,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         # (job id, end time) of the ends already counted, traced and logged, oldest first:
         # a later change to a finished job (``hal update``, ``scontrol update``) is
@@ -141,7 +147,10 @@ class ObservePlane:
         self.metrics.seed(self.cluster.jobs.values())
         for job in self.cluster.jobs.values():
             self._ended_before(job)  # ended before this start: no end to count later
-        self._tasks = [asyncio.create_task(self._tick(), name="hal-observe-tick")]
+        self._tasks = [
+            asyncio.create_task(self._tick(), name="hal-observe-tick"),
+            asyncio.create_task(self.loop_lag.run(), name="hal-loop-lag"),
+        ]
         if self.settings.webhooks:
             queue: asyncio.Queue[Alert] = asyncio.Queue()
             self.alerts.changes = queue

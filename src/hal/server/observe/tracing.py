@@ -175,14 +175,29 @@ class JobTracer:
         return trail
 
     def on_cycle(self, stats: CycleStats, snap: ClusterSnapshot, plan: Plan) -> None:
-        """Remember each decision that changed something: O(plan), not O(queue)."""
+        """Remember each decision that changed something: O(plan), not O(queue). A full
+        pass gives every pending job its reason again: one the job's trail ends with
+        already is not added again (on the event loop, a queue's worth of new events
+        every full pass held it for seconds)."""
         if not self.enabled:
             return
         now = snap.now
+        trails = self.trails
         for up in plan.updates:
+            start = up.expected_start
+            was = trails.get(up.job_id)
+            if was is not None and was.events:
+                _, name, last = was.events[-1]
+                if (
+                    name == "scheduling.pending"
+                    and last.get("hal.job.reason") == up.reason.value
+                    and last.get("hal.job.expected_start")
+                    == (None if start is None else f"{start:.3f}")
+                ):
+                    continue
             attrs = {"hal.job.reason": up.reason.value}
-            if up.expected_start is not None:
-                attrs["hal.job.expected_start"] = f"{up.expected_start:.3f}"
+            if start is not None:
+                attrs["hal.job.expected_start"] = f"{start:.3f}"
             self._trail(up.job_id).events.append((now, "scheduling.pending", attrs))
         for placement in plan.placements:
             nodes = ",".join(placement.allocation.nodes)
