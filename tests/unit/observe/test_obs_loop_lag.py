@@ -26,10 +26,10 @@ def hold_the_loop(seconds: float) -> None:
     time.sleep(seconds)
 
 
-async def lags_around(lag: LoopLag, block_s: float) -> None:
+async def lags_around(lag: LoopLag, block_s: float, quiet_s: float = 0.25) -> None:
     task = asyncio.create_task(lag.run())
     try:
-        await asyncio.sleep(0.25)  # a few quiet wakes first
+        await asyncio.sleep(quiet_s)  # a few quiet wakes first
         asyncio.get_running_loop().call_soon(hold_the_loop, block_s)
         await asyncio.sleep(0)  # (held here)
         await asyncio.sleep(0.25)  # the late wake, and a few after it
@@ -60,6 +60,22 @@ def test_the_stall_log_says_where_the_loop_was_held(caplog: pytest.LogCaptureFix
     # (time.sleep holds no CPU: the thread ran little of the 0.4 s)
     ran = float(held[0].split("ran ")[1].split(" s")[0])
     assert ran < 0.2
+
+
+def test_the_stall_log_gives_the_hold_not_a_later_wake(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # the watcher looks every 0.125 s while the loop wakes every 0.01 s: the hold ends
+    # about 0.06 s after one of its looks, so by its next look later (on-time) wakes have
+    # come; the warning is the hold's own
+    lag = LoopLag(interval_s=0.01, stall_log_s=0.5)
+    with caplog.at_level(logging.WARNING, logger="hal.observe"):
+        asyncio.run(lags_around(lag, 1.5, quiet_s=0.31))
+    held = [r.getMessage() for r in caplog.records if "event loop held" in r.getMessage()]
+    assert len(held) == 1, held
+    seconds = float(held[0].split("held ")[1].split(" s")[0])
+    assert 1.3 <= seconds <= lag.max_s + 0.01
+    assert "hold_the_loop" in held[0]
 
 
 def test_a_quiet_loop_logs_no_stall(caplog: pytest.LogCaptureFixture) -> None:

@@ -11,9 +11,10 @@ the histogram.
 
 ``stall_log_s`` (``HAL_LOOP_STALL_LOG_S``; 0: off) adds a thread that looks at the loop
 every quarter of it: a loop held that long has its thread's stack taken until it turns
-again, then one warning says for how long it was held, how much of that its thread ran
-(CPU time; the rest it waited for the interpreter or the machine) and where it was seen,
-the most seen place first. It is how the stalls in docs/benchmarks-scale.md were found.
+again; the wake that ends the hold logs one warning: for how long it was held, how much
+of that its thread ran (CPU time; the rest it waited for the interpreter or the machine)
+and where the watcher saw it, the most seen place first. It is how the stalls in
+docs/benchmarks-scale.md were found.
 """
 
 from __future__ import annotations
@@ -51,15 +52,15 @@ class LoopLag:
         self.interval_s = interval_s
         self.stall_log_s = stall_log_s
         self.max_s = 0.0
-        self.last_s = 0.0
-        self.last_cpu_s = 0.0
         self.samples = 0
         self._beat = time.monotonic()  # when the loop last went to sleep (the watcher's)
+        # the stacks the watcher took while the loop was held past its beat ``_stall_beat``
+        self._stall_lock = threading.Lock()
+        self._stall_beat = 0.0
+        self._stall_seen: Counter[str] = Counter()
 
-    def record(self, lag: float, cpu_s: float = 0.0) -> None:
-        """One wake ``lag`` late; ``cpu_s``: the loop's thread's CPU time since it slept."""
-        self.last_s = lag
-        self.last_cpu_s = cpu_s
+    def record(self, lag: float) -> None:
+        """One wake ``lag`` late."""
         self.max_s = max(self.max_s, lag)
         self.samples += 1
         self.observe(lag)
@@ -70,50 +71,53 @@ class LoopLag:
 
     async def run(self) -> None:
         stop = threading.Event()
-        watcher = None
         if self.stall_log_s > 0:
             loop_thread = threading.get_ident()
-            watcher = threading.Thread(
+            threading.Thread(
                 target=self._watch, args=(loop_thread, stop), name="hal-loop-watch", daemon=True
-            )
-            watcher.start()
+            ).start()
         try:
             while True:
-                # (set after the last wake was recorded: the watcher reads that wake's)
                 before = self._beat = time.monotonic()
                 cpu = time.thread_time()
                 await asyncio.sleep(self.interval_s)
                 lag = max(0.0, time.monotonic() - before - self.interval_s)
-                self.record(lag, time.thread_time() - cpu)
+                self.record(lag)
+                if self.stall_log_s > 0 and lag >= self.stall_log_s:
+                    self._log_stall(before, lag, time.thread_time() - cpu)
         finally:
-            stop.set()
-            if watcher is not None:
-                watcher.join(timeout=1.0)  # (it wakes at once: ``stop`` is set)
+            stop.set()  # (the watcher wakes at once and ends; the loop does not wait for it)
 
     def _watch(self, loop_thread: int, stop: threading.Event) -> None:
         """The stall log's thread: the loop's stacks while it is held past
-        ``stall_log_s``, logged once it turns again."""
-        seen: Counter[str] = Counter()
-        held_since = None
+        ``stall_log_s``, kept for the wake that ends the stall to log."""
         while not stop.wait(self.stall_log_s / 4):
             beat = self._beat
-            if held_since is not None and beat != held_since:  # it turned: log the stall
-                self._log_stall(seen)
-                seen.clear()
-                held_since = None
-            if time.monotonic() - beat - self.interval_s >= self.stall_log_s:
-                frame = sys._current_frames().get(loop_thread)
-                if frame is not None:
-                    held_since = beat
-                    seen["".join(traceback.format_stack(frame)[-STACK_FRAMES:])] += 1
+            if time.monotonic() - beat - self.interval_s < self.stall_log_s:
+                continue
+            frame = sys._current_frames().get(loop_thread)
+            if frame is None:
+                continue
+            stack = traceback.extract_stack(frame, limit=STACK_FRAMES)  # the innermost
+            del frame
+            with self._stall_lock:
+                if self._stall_beat != beat:
+                    self._stall_beat = beat
+                    self._stall_seen = Counter()
+                self._stall_seen["".join(traceback.format_list(stack))] += 1
 
-    def _log_stall(self, seen: Counter[str]) -> None:
+    def _log_stall(self, beat: float, lag: float, cpu_s: float) -> None:
+        """The wake ``lag`` late after the loop slept at ``beat``: one warning with that
+        hold, its thread's CPU time ``cpu_s`` and the stacks the watcher took meanwhile."""
+        with self._stall_lock:
+            seen = self._stall_seen if self._stall_beat == beat else Counter()
+            self._stall_seen = Counter()
         places = "\n".join(
             f"-- seen {n} times:\n{stack}" for stack, n in seen.most_common(STACKS_LOGGED)
         )
         log.warning(
             "event loop held %.2f s (its thread ran %.2f s of CPU meanwhile); it was at:\n%s",
-            self.last_s,
-            self.last_cpu_s,
-            places,
+            lag,
+            cpu_s,
+            places or "(no stack taken: it turned before the watcher looked)",
         )
