@@ -52,8 +52,10 @@ APPLY_CHUNK = 100
 UPDATE_CHUNK = 2000
 
 
-async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
-    """Commit the parts of ``plan`` that still hold; return the ids started.
+async def apply_plan(cluster: Cluster, plan: Plan, started: list[int] | None = None) -> list[int]:
+    """Commit the parts of ``plan`` that still hold; return the ids started, added to
+    ``started`` (given: the caller's list, which keeps those of the changes before one
+    that fails).
 
     Its placements go in changes of at most ``APPLY_CHUNK`` (a het job's components in
     one), in the plan's order, each re-checked against the state its change finds and
@@ -66,7 +68,7 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
     twice)."""
     starts: Counter[str] = Counter()  # by partition, up to ``max_job_starts``
     chunks = _chunks(cluster, plan.placements, APPLY_CHUNK)
-    started: list[int] = []
+    started = [] if started is None else started
     for i, placements in enumerate(chunks):
         if i:
             await asyncio.sleep(0)  # (an uncontended lock is taken without yielding)
@@ -123,6 +125,7 @@ async def _apply_part(cluster: Cluster, plan: Plan, starts: Counter[str]) -> lis
             known = tuple(p for p in plan.placements if p.job_id in cluster.jobs)
             plan = dataclasses.replace(plan, placements=known)
         started: list[Job] = []
+        started_in: dict[int, str] = {}  # job id: the partition its start counts in
         events: list[EventRow] = []
         # re-check placements against a scratch copy of usage, accumulating as we go:
         # of the nodes the plan places on only (the others' are never read here)
@@ -172,6 +175,7 @@ async def _apply_part(cluster: Cluster, plan: Plan, starts: Counter[str]) -> lis
             )
             hold(scratch, job)
             started.append(job)
+            started_in[job.id] = partition
             starts[partition] += 1
             events.append(
                 EventRow(
@@ -186,6 +190,8 @@ async def _apply_part(cluster: Cluster, plan: Plan, starts: Counter[str]) -> lis
         if partial:  # e.g. a reservation now claims one component's node
             started = [j for j in started if j.spec.het is None or j.spec.het.job_id not in partial]
             kept = {j.id for j in started}
+            # (the cap counts starts across the plan's changes: these did not start)
+            starts.subtract(p for job_id, p in started_in.items() if job_id not in kept)
             events = [e for e in events if e.job_id in kept]
         ended: list[Job] = []
         for term in plan.terminations:

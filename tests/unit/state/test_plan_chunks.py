@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 import pytest
 
 from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, Job
+from hal.core.reservation import Reservation, ReservationFlag
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework.snapshot import PendingUpdate, Placement, Plan, Termination
-from hal.state import plan_applier
+from hal.state import agents, commands, plan_applier
 from hal.state.agents import AgentSession
-from hal.state.cluster import Cluster
+from hal.state.cluster import Caller, Cluster
 from hal.state.memory_store import MemoryStateStore
 from hal.testing import make_job
 from hal.testing.builders import make_node
@@ -145,6 +147,67 @@ def test_max_job_starts_counts_across_slices(clock: VirtualClock, chunk_of_three
     assert asyncio.run(cluster.apply_plan(plan)) == [1, 2, 3, 4]
     waiting = {j.id for j in cluster.jobs.values() if j.state is JobState.PENDING}
     assert waiting == {5, 6, 7, 8, 13}  # (13: never placed)
+
+
+def test_a_later_slice_refuses_what_changed_after_an_earlier_one(
+    clock: VirtualClock, chunk_of_three: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the first slice's change and the second's, job 5 is cancelled and n4
+    drained: the second slice starts 4 and 6, not 5; the later ones neither 7 nor 9
+    (on n4), nor 8 and 10 (n1 full); the plan's end is still written."""
+    cluster = a_cluster(clock, *pending(12))
+    apply_part = plan_applier._apply_part
+    parts = [0]
+
+    async def meanwhile(*args: Any) -> list[int]:
+        parts[0] += 1
+        if parts[0] == 2:  # after the first slice committed and launched
+            await commands.cancel(cluster, "5", Caller("root", admin=True))
+            await agents.set_node_state(cluster, "n4", "DRAIN", "maint", user="root")
+        return await apply_part(*args)
+
+    monkeypatch.setattr(plan_applier, "_apply_part", meanwhile)
+    started = asyncio.run(cluster.apply_plan(the_plan()))
+    assert started == [1, 2, 3, 4, 6]  # 5 cancelled, 7 and 9 on n4, 8 and 10 on full n1
+    assert cluster.jobs[5].state is JobState.CANCELLED
+    assert cluster.jobs[7].state is cluster.jobs[9].state is JobState.PENDING
+    assert cluster.jobs[11].state is JobState.CANCELLED  # the plan's end still written
+    launched = outcome(cluster)["launched"]
+    assert isinstance(launched, dict)
+    assert sorted(i for ids in launched.values() for i in ids) == started
+
+
+def test_a_partly_refused_het_job_does_not_count_toward_max_job_starts(
+    clock: VirtualClock,
+) -> None:
+    """A het job whose second component's node a reservation now claims starts
+    neither component; its first, counted while the change re-checked it, leaves the
+    cap's room to the next slice's job."""
+    jobs = [make_job(1).build(), make_job(4).build()]
+    jobs += [make_job(2).het(2, 0, 2).build(), make_job(3).het(2, 1, 2).build()]
+    cluster = a_cluster(clock, *jobs)
+    cluster.config = dataclasses.replace(cluster.config, scheduler_max_job_starts=2)
+    now = clock.now()
+    cluster.reservations["maint"] = Reservation(
+        "maint", now, now + 3600, ("n4",), ("root",), flags=frozenset({ReservationFlag.MAINT})
+    )
+    plan = Plan(
+        0,
+        placements=(
+            Placement(1, on("n1")),
+            Placement(2, on("n2")),
+            Placement(3, on("n4")),  # reserved: the het job starts whole or not at all
+            Placement(4, on("n3")),
+        ),
+    )
+    assert plan_applier._chunks(cluster, plan.placements, 3) == [
+        plan.placements[:3],
+        plan.placements[3:],
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plan_applier, "APPLY_CHUNK", 3)
+        assert asyncio.run(cluster.apply_plan(plan)) == [1, 4]
+    assert cluster.jobs[2].state is cluster.jobs[3].state is JobState.PENDING
 
 
 def test_a_failed_slice_leaves_the_rest_pending_and_a_retry_starts_them(
