@@ -50,7 +50,10 @@ class SchedulerHost(Protocol):
 
     async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot: ...
 
-    async def apply_plan(self, plan: Plan) -> list[int]: ...
+    async def apply_plan(self, plan: Plan, started: list[int] | None = None) -> list[int]:
+        """Commit what still holds of ``plan``; the ids started, added to ``started``
+        (given: the caller's list, which keeps those committed before a failure)."""
+        ...
 
 
 class PassRunner(Protocol):
@@ -228,8 +231,10 @@ class SchedulerService:
                 pending_work = await self.cycle(loop)
                 unavailable = False
             except Unavailable as err:
-                # the database is away (its outage is logged where it is seen): nothing
-                # was applied; the pass runs again every interval until it is back
+                # the database is away (its outage is logged where it is seen): the
+                # plan's changes before the one that failed are committed and launched
+                # (counted in ``stats``), its others not; the pass runs again every
+                # interval until it is back and places those again
                 if not unavailable:
                     log.warning("scheduling paused: %s", err)
                 unavailable = pending_work = True
@@ -253,7 +258,12 @@ class SchedulerService:
         plan = await loop.run_in_executor(None, self.decide, snap)
         stats.last_duration_s = stats.last_pass_s = time.perf_counter() - started
         stats.last_forecast_s = None
-        applied = await self.host.apply_plan(plan)
+        applied: list[int] = []
+        try:
+            await self.host.apply_plan(plan, applied)
+        finally:  # (a plan applied in part: its changes before the failed one started)
+            stats.last_started = len(applied)
+            stats.total_started += len(applied)
         if plan.forecasting and self.forecast is not None:  # after the starts: only shown
             began = time.perf_counter()
             updates = await loop.run_in_executor(None, self.forecast, plan)
@@ -263,8 +273,6 @@ class SchedulerService:
                 await self.host.apply_plan(Plan(plan.revision, updates=updates))
         self.stats.cycles += 1
         self.stats.last_pending = len(snap.pending)
-        self.stats.last_started = len(applied)
-        self.stats.total_started += len(applied)
         for hook in self.on_cycle:
             hook(self.stats, snap, plan)
         return len(snap.pending) > len(applied)

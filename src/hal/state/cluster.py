@@ -474,10 +474,11 @@ class Cluster(Mirror):
             known.update(j.array_job_id for j in found if j.array_job_id is not None)
         return known
 
-    async def apply_plan(self, plan: Plan) -> list[int]:
+    async def apply_plan(self, plan: Plan, started: list[int] | None = None) -> list[int]:
         """Commit the parts of ``plan`` that still hold (``hal.state.plan_applier``);
-        the ids started. The scheduler service's one way back into the cluster."""
-        return await plan_applier.apply_plan(self, plan)
+        the ids started, added to ``started`` when given. The scheduler service's one way
+        back into the cluster."""
+        return await plan_applier.apply_plan(self, plan, started)
 
     def finish(
         self, job: Job, state: JobState, now: float, *, exit_code: int = 0, exit_signal: int = 0

@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
+from hal.core.errors import Unavailable
 from hal.core.states import PendingReason
 from hal.scheduler.framework import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
@@ -104,9 +107,9 @@ class _Host:
     async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
         return snap
 
-    async def apply_plan(self, plan: Plan) -> list[int]:
+    async def apply_plan(self, plan: Plan, started: list[int] | None = None) -> list[int]:
         self.applied.append(plan)
-        return []
+        return [] if started is None else started
 
 
 def test_a_cycle_times_its_pass_and_its_forecast_slice_apart() -> None:
@@ -135,3 +138,19 @@ def test_a_cycle_times_its_pass_and_its_forecast_slice_apart() -> None:
     assert service.stats.last_forecast_s is None  # (``stats``' is narrowed above)
     assert stats.last_duration_s == stats.last_pass_s >= 0.03
     assert stats.cycles == 2
+
+
+def test_a_plan_applied_in_part_counts_the_starts_it_made() -> None:
+    """The database went away after the plan's first change committed two starts:
+    the cycle fails, and the stats count those two (they run)."""
+
+    class _PartlyApplied(_Host):
+        async def apply_plan(self, plan: Plan, started: list[int] | None = None) -> list[int]:
+            assert started is not None  # (the service passes its own list)
+            started += [10, 12]
+            raise Unavailable("the database is away")
+
+    service = SchedulerService(_PartlyApplied(), lambda snap: Plan(snap.revision))
+    with pytest.raises(Unavailable):
+        asyncio.run(service.cycle())
+    assert (service.stats.last_started, service.stats.total_started) == (2, 2)

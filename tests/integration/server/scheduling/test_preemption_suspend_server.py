@@ -153,8 +153,8 @@ def test_a_victim_goes_on_when_its_preemptor_is_moved_away(
     assert isinstance(cluster, Cluster)
     apply_plan = cluster.apply_plan
 
-    async def preempt_then_move(plan: Plan) -> list[int]:
-        started = await apply_plan(plan)
+    async def preempt_then_move(plan: Plan, started: list[int] | None = None) -> list[int]:
+        started = await apply_plan(plan, started)
         for p in plan.preemptions:
             await commands.update(
                 cluster, str(p.by), Caller("admin", admin=True), partition="elsewhere"
