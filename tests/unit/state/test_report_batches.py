@@ -22,24 +22,28 @@ from hal.wire.agent import AgentInstructions, AgentRegister, AgentSync, JobRepor
 NODES = [f"n{i}" for i in range(1, 9)]
 
 
-def running(cluster: Cluster) -> None:
-    """Jobs 1..8 running on n1..n8, launched; jobs 11..18 just placed there."""
-    for name in NODES[1:]:
-        cluster.nodes[name] = make_node(name).cpus(2).mem_gib(4).build()
+def running(cluster: Cluster, count: int = 8) -> None:
+    """Jobs 1..count running on n1..n{count}, launched; jobs STEP+1..STEP+count just
+    placed there."""
+    for i in range(2, count + 1):
+        cluster.nodes[f"n{i}"] = make_node(f"n{i}").cpus(2).mem_gib(4).build()
     store(
         cluster,
         *(
             make_job(i).running_on(f"n{i}", start=1.0).build().evolve(launched=True)
-            for i in range(1, 9)
+            for i in range(1, count + 1)
         ),
-        *(make_job(10 + i).running_on(f"n{i}", start=2.0).build() for i in range(1, 9)),
+        *(make_job(STEP + i).running_on(f"n{i}", start=2.0).build() for i in range(1, count + 1)),
     )
 
 
+STEP = 100  # job i's node's placed job: STEP + i
+
+
 def reports(i: int) -> list[JobReport]:
-    """n{i}'s sync: job 10+i started, job i finished."""
+    """n{i}'s sync: job STEP+i started, job i finished."""
     return [
-        JobReport(seq=1, job_id=10 + i, attempt=0, kind="started", time=5.0),
+        JobReport(seq=1, job_id=STEP + i, attempt=0, kind="started", time=5.0),
         JobReport(
             seq=2, job_id=i, attempt=0, kind="finished", time=5.0, state="COMPLETED",
             max_rss_bytes=i << 20, cpu_seconds=float(i),
@@ -73,9 +77,43 @@ def test_reports_queued_together_commit_in_one_transaction(cluster: Cluster) -> 
     for i in range(1, 9):
         assert cluster.jobs[i].state is JobState.COMPLETED
         assert cluster.jobs[i].extra["max_rss"] == str(i << 20)
-        assert cluster.jobs[10 + i].launched
+        assert cluster.jobs[STEP + i].launched
     ended = [e.job_id for e in cluster.recent_events if e.kind == "job.finished"]
     assert ended == list(range(1, 9))  # in the order the syncs came
+
+
+def test_a_batch_longer_than_a_turn_answers_its_syncs_after_its_commit(
+    cluster: Cluster,
+) -> None:
+    """42 syncs queued: their reports are read over two turns of the loop (32 a turn),
+    committed in one transaction; no sync is answered, nor its jobs mirrored, before
+    that commit writes them."""
+    count = agents.YIELD_EVERY_SYNCS + 10  # more than one turn's worth
+    running(cluster, count)
+    transactions = counted(cluster)
+    tasks: list[asyncio.Task[None]] = []
+    at_commit: list[tuple[int, int, int]] = []  # jobs written, syncs answered, ended
+
+    def writing(jobs: Sequence[Job], *_: Any) -> None:
+        answered = sum(t.done() for t in tasks)
+        ended = sum(cluster.jobs[i].state is JobState.COMPLETED for i in range(1, count + 1))
+        at_commit.append((len(jobs), answered, ended))
+
+    intercept(cluster, "update_jobs", writing)
+
+    async def scenario() -> list[BaseException | None]:
+        async with cluster.change():
+            for i in range(1, count + 1):
+                tasks.append(
+                    asyncio.create_task(agents.apply_reports(cluster, f"n{i}", reports(i)))
+                )
+            await asyncio.sleep(0.01)
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    assert asyncio.run(scenario()) == [None] * count
+    assert at_commit == [(2 * count, 0, 0)]  # every job in one write, before any answer
+    assert transactions == [1]
+    assert all(cluster.jobs[i].state is JobState.COMPLETED for i in range(1, count + 1))
 
 
 def test_an_outage_fails_every_sync_of_the_batch_and_acknowledges_none(
@@ -90,7 +128,7 @@ def test_an_outage_fails_every_sync_of_the_batch_and_acknowledges_none(
         async with cluster.change():
             tasks = [
                 asyncio.create_task(
-                    agents.sync(cluster, f"n{i}", AgentSync(reports=reports(i), running=[10 + i]))
+                    agents.sync(cluster, f"n{i}", AgentSync(reports=reports(i), running=[STEP + i]))
                 )
                 for i in (1, 2, 3)
             ]
@@ -102,7 +140,7 @@ def test_an_outage_fails_every_sync_of_the_batch_and_acknowledges_none(
     assert [r.acked_seq for r in replies] == [0, 0, 0]  # each agent sends them again
     for i in (1, 2, 3):
         assert cluster.jobs[i].state is JobState.RUNNING
-        assert not cluster.jobs[10 + i].launched
+        assert not cluster.jobs[STEP + i].launched
 
 
 def test_a_row_the_store_refuses_fails_only_its_own_sync(cluster: Cluster) -> None:
@@ -158,5 +196,5 @@ def test_a_sync_cancelled_while_it_waits_leaves_the_queue(cluster: Cluster) -> N
     assert asyncio.run(scenario()) is None
     assert count == [1]
     assert not cluster.reporting
-    assert cluster.jobs[2].state is JobState.COMPLETED and cluster.jobs[12].launched
-    assert cluster.jobs[1].state is JobState.RUNNING and not cluster.jobs[11].launched
+    assert cluster.jobs[2].state is JobState.COMPLETED and cluster.jobs[STEP + 2].launched
+    assert cluster.jobs[1].state is JobState.RUNNING and not cluster.jobs[STEP + 1].launched
