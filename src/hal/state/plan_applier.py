@@ -10,8 +10,8 @@ its last starts, its advisory reasons in changes after them.
 
 At most ``[scheduler] max_job_starts`` placements of one partition start per plan
 (Slurm's ``sched_max_job_start``, per partition), in the plan's order: writing a start
-and its launch holds the server's event loop, and a pass that placed thousands would hold
-it for seconds; per partition, so that one partition's backlog never keeps another's jobs
+and its launch costs the server's event loop, and a pass that placed thousands would
+cost it seconds; per partition, so that one partition's backlog never keeps another's jobs
 from their idle nodes. The placements past the cap are left as refused ones are, for the
 next pass, which the commit wakes at once. The starts a plan keeps are written
 ``APPLY_CHUNK`` at a time, each slice a change (a transaction) of its own, so that
@@ -43,12 +43,14 @@ if TYPE_CHECKING:
     from hal.state.cluster import Cluster
 
 
-# the most placements one change of a plan writes: its re-check, its transaction, the
-# mirror's update and its launches hold the event loop, about 1 ms a start of CPU; a
-# plan of 1,000 starts held it for seconds on a loaded machine
+# the most placements one change of a plan writes: a start's re-check, new version and
+# launch cost the event loop a few tenths of a millisecond of CPU, and the commit's
+# listeners more; a slice is tens of milliseconds of it, a whole plan of 1,000 starts
+# ten times that (longer in wall time where the server gets a fraction of a core)
 APPLY_CHUNK = 100
-# the most of a plan's reasons one change writes: a full pass gives every pending job
-# one, and a new one is a new ``Job`` (25,000 of them held the loop a second)
+# the most of a plan's reasons one change writes: a full pass sends every waiting job
+# whose reason or expected start changed (at scale, most of them), and each is a new
+# ``Job`` built on the loop (tens of microseconds each: 25,000 are a second of it)
 UPDATE_CHUNK = 2000
 
 

@@ -176,9 +176,10 @@ class JobTracer:
 
     def on_cycle(self, stats: CycleStats, snap: ClusterSnapshot, plan: Plan) -> None:
         """Remember each decision that changed something: O(plan), not O(queue). A full
-        pass gives every pending job its reason again: one the job's trail ends with
-        already is not added again (on the event loop, a queue's worth of new events
-        every full pass held it for seconds)."""
+        pass sends every waiting job whose reason or expected start changed (at scale,
+        most of them); one the job's trail already ends with (the same reason, the same
+        expected start to the millisecond) is not added again: each event is built on
+        the event loop, and a queue's worth of them costs it seconds."""
         if not self.enabled:
             return
         now = snap.now
