@@ -455,22 +455,14 @@ def instrumented_decide(
 
 class Collected(Collector):
     """Metric families collected once (on the event loop: the state collector reads
-    the mirror), for their text to be written elsewhere (``generate_latest`` in a thread
-    of ``registry()``, which holds just them)."""
+    the mirror), for their text to be written elsewhere (``generate_latest`` in a
+    thread takes any collector)."""
 
     def __init__(self, families: list[Metric]) -> None:
         self.families = families
 
-    def describe(self) -> Iterable[Metric]:
-        return ()  # (no names to reserve: the registry holds these alone)
-
     def collect(self) -> Iterable[Metric]:
         return iter(self.families)
-
-    def registry(self) -> CollectorRegistry:
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(self)
-        return registry
 
 
 class _StateCollector(Collector):
