@@ -65,6 +65,9 @@ NAME = "dissonance"
 PROTECT = 4.0  # a latency-sensitive job's slowdown counts this many times
 TOLERANCE = 1.05  # slowdowns up to this are ignored (the model's prior)
 _SCALE = math.log(2.0)  # harm worth a doubling scores 0
+# PreScore skips a job whose score is the same on every node (False: every job is scored,
+# as the tests that compare the two set it)
+UNIFORM_SKIP = True
 NOTE_MIN = 10.0  # score points (about 7 % of slowdown) a move must be worth to be noted
 REBUILD_AFTER = 100_000  # updates of the kept shares before they are summed afresh
 MIXES_KEPT = 50_000  # rows' scores kept by mix across passes (about 300 bytes each)
@@ -77,6 +80,8 @@ _ROW_BYTES = 8 * _WIDTH
 _KEYS = 2 * _CLASSES  # one score per (class, mark): ``_Coef.column``
 _KEYS_BYTES = 8 * _KEYS  # the scores of a row of ``_Nodes.scores`` (then the weighted)
 _ROW_SCORES = 2 * _KEYS  # a row of ``_Nodes.scores``: the scores, then the weighted
+_KEY_RANGE = range(_KEYS)
+_BITS = np.array([1 << j for j in _KEY_RANGE], dtype=np.int64)  # column j → bit j
 _PACK = struct.Struct(f"={_KEYS}d").pack  # a row of scores as their bytes
 _PACK_BOTH = struct.Struct(f"={_ROW_SCORES}d").pack  # and with the weighted after them
 
@@ -163,10 +168,17 @@ class _Nodes:
     # the same numbers from the same sum (so the same decisions) cost a look-up. Once
     # ``weight`` is set, the plugin's for this matrix and weight (``mixes``), kept
     # across passes
-    by_mix: dict[bytes, bytes] = field(default_factory=dict)
+    # (each with the row's ``off`` mask: see ``off_max``)
+    by_mix: dict[bytes, tuple[bytes, int]] = field(default_factory=dict)
     # the plugin's ``by_mix`` of the last matrix and weight: (coefficients' bytes,
     # weight) → by_mix (see ``Dissonance._mixes``)
-    mixes: dict[tuple[bytes, float], dict[bytes, bytes]] = field(default_factory=dict)
+    mixes: dict[tuple[bytes, float], dict[bytes, tuple[bytes, int]]] = field(default_factory=dict)
+    # per key column: how many rows score other than ``MAX_NODE_SCORE`` for it; per row:
+    # those columns as a bit mask (bit ``j``: column ``j``). Made with the table and kept
+    # up to date by ``add``: PreScore skips a job whose column has none (its score is
+    # the same on every node, so it would change no total's order)
+    off_max: list[int] | None = None
+    off: list[int] = field(default_factory=list)
     # key → its column of scores and of weighted scores (views: ``add`` writes the
     # table in place)
     columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
@@ -213,6 +225,9 @@ class _Nodes:
         if table is None:
             table = self.scores = np.empty((len(self.both), _ROW_SCORES))
             table[:, :_KEYS] = _scores(self.both @ self.coef.scaled)
+            below = table[:, :_KEYS] != MAX_NODE_SCORE
+            self.off_max = np.count_nonzero(below, axis=0).tolist()
+            self.off = (below @ _BITS).tolist()
             self.scores_raw = table.data.cast("B")
             self.score_cells = self.scores_raw.cast("d")
         return table
@@ -252,7 +267,7 @@ class _Nodes:
         k = _INDEX[cls]
         guarded = _CLASSES + k
         cells, raw, placed_on = self.cells, self.raw, self.placed_on
-        table, by_mix, said = self.scores_raw, self.by_mix, self.said
+        table, by_mix, said, off = self.scores_raw, self.by_mix, self.said, self.off
         if sign > 0:
             self.placed[job_id] = entry
         else:
@@ -278,10 +293,23 @@ class _Nodes:
                 found = by_mix.get(seen)
                 if found is None:
                     found = by_mix[seen] = self._row_scores(row)
+                data, mask = found
                 start = row * 8 * _ROW_SCORES
-                table[start : start + len(found)] = found
+                table[start : start + len(data)] = data
+                if mask != off[row]:
+                    self._recount(off[row], mask)
+                    off[row] = mask
 
-    def _row_scores(self, row: int) -> bytes:
+    def _recount(self, old: int, new: int) -> None:
+        """``off_max`` for a row whose columns other than the maximum were ``old`` and
+        are now ``new`` (bit masks)."""
+        counts = self.off_max
+        assert counts is not None
+        for j in _KEY_RANGE:
+            bit = 1 << j
+            counts[j] += ((new & bit) != 0) - ((old & bit) != 0)
+
+    def _row_scores(self, row: int) -> tuple[bytes, int]:
         """Row ``row``'s scores worked out afresh, then weighted (once ``weight`` is
         set), as the bytes of their float64s: the row's product with the matrix in
         numpy (``dot``, a vector by a matrix: the same BLAS product as ``@``, bit for
@@ -289,7 +317,8 @@ class _Nodes:
         matrix, whose rows may differ in the last bit, so a row placed on is always
         worked out this way), then ``_scores``'s three steps (and ``* weight``) per
         number in plain Python, the same float64 arithmetic (on twenty numbers cheaper
-        than numpy's calls)."""
+        than numpy's calls). With them, the row's columns other than the maximum as a
+        bit mask (``off``)."""
         top = MAX_NODE_SCORE
         # (``0.0 if v < 0.0 else v`` is ``np.maximum(v, 0.0)``, NaN included; builtin
         # max costs a call with its keyword parsing)
@@ -297,10 +326,11 @@ class _Nodes:
             0.0 if (v := 1.0 - x) < 0.0 else v * top
             for x in self.both[row].dot(self.coef.scaled).tolist()
         ]
+        mask = sum(1 << j for j, v in enumerate(done) if v != top)
         weight = self.weight
         if weight is None:
-            return _PACK(*done)
-        return _PACK_BOTH(*done, *[x * weight for x in done])
+            return _PACK(*done), mask
+        return _PACK_BOTH(*done, *[x * weight for x in done]), mask
 
     def figures(self, view: DissonanceView, cls: str, other: str) -> tuple[str, str, bool]:
         """The model's slowdown of ``cls`` beside ``other`` and of ``other`` beside
@@ -350,10 +380,14 @@ class _Coef:
     # per key column: ``on_share``'s and ``on_guarded``'s, as Python floats (the note
     # weighs a node's mix by them: cheaper in Python than in numpy's small-array calls)
     columns: tuple[tuple[list[float], list[float]], ...] = field(init=False)
+    # per key column: every coefficient 0 (nothing clashes with the key: its score is
+    # ``MAX_NODE_SCORE`` on every node, whoever its neighbours)
+    calm: tuple[bool, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         both = np.vstack((self.on_share, self.on_guarded))
         object.__setattr__(self, "scaled", both / _SCALE)
+        object.__setattr__(self, "calm", tuple((both == 0.0).all(axis=0).tolist()))
         split = zip(self.on_share.T.tolist(), self.on_guarded.T.tolist(), strict=True)
         object.__setattr__(self, "columns", tuple(split))
 
@@ -402,7 +436,7 @@ class Dissonance:
         # last matrix and weight: a pure function of the three, and a server's passes
         # see mostly the same nodes with the same neighbours (the matrix changes when
         # the model learns: then they start afresh)
-        self._mixes: dict[tuple[bytes, float], dict[bytes, bytes]] = {}
+        self._mixes: dict[tuple[bytes, float], dict[bytes, tuple[bytes, int]]] = {}
         # pending jobs' keys (PreScore's) by id, with the job object they were made for,
         # for the view they were made under: a pending job that is the same object under
         # the same view has the same class and mark (a frozen Job is not changed in
@@ -431,6 +465,20 @@ class Dissonance:
         if key is None:
             return SKIP
         state.write(KEY, key)
+        if UNIFORM_SKIP:
+            # a score that is the same on every node adds the same to every total: SKIP
+            # (no gather, no add; Reserve still records the job, and notes nothing)
+            j = 2 * _INDEX[key[0]] + key[1]  # (``_Coef.column(key)``)
+            nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
+            if nodes.coef.calm[j]:  # (no class clashes with the key: no table needed)
+                return SKIP
+            counts = nodes.off_max
+            if counts is None:
+                nodes.table()
+                counts = nodes.off_max
+                assert counts is not None
+            if not counts[j]:
+                return SKIP
         return SUCCESS
 
     def _key(self, ctx: PassContext, job: Job, view: DissonanceView) -> tuple[str, bool] | None:
