@@ -65,9 +65,10 @@ NAME = "dissonance"
 PROTECT = 4.0  # a latency-sensitive job's slowdown counts this many times
 TOLERANCE = 1.05  # slowdowns up to this are ignored (the model's prior)
 _SCALE = math.log(2.0)  # harm worth a doubling scores 0
-# PreScore skips a job whose score is the same on every node (False: every job is scored,
-# as the tests that compare the two set it)
-UNIFORM_SKIP = True
+# a job whose score is 100 on every node is given a kept array of it (no gather), and no
+# note (False: every job's scores gathered and its note weighed, as the tests that compare
+# the two set it)
+UNIFORM_KEPT = True
 NOTE_MIN = 10.0  # score points (about 7 % of slowdown) a move must be worth to be noted
 REBUILD_AFTER = 100_000  # updates of the kept shares before they are summed afresh
 MIXES_KEPT = 50_000  # rows' scores kept by mix across passes (about 300 bytes each)
@@ -80,8 +81,15 @@ _ROW_BYTES = 8 * _WIDTH
 _KEYS = 2 * _CLASSES  # one score per (class, mark): ``_Coef.column``
 _KEYS_BYTES = 8 * _KEYS  # the scores of a row of ``_Nodes.scores`` (then the weighted)
 _ROW_SCORES = 2 * _KEYS  # a row of ``_Nodes.scores``: the scores, then the weighted
-_KEY_RANGE = range(_KEYS)
-_BITS = np.array([1 << j for j in _KEY_RANGE], dtype=np.int64)  # column j → bit j
+_BITS = np.array([1 << j for j in range(_KEYS)], dtype=np.int64)  # column j → bit j
+# ``_Nodes.off_max`` packs a count per key column into one int, 32 bits each: a row's
+# mask (bit j: column j) → the counts it adds (one int addition per row changed)
+_FIELD = 32
+_SPREAD = tuple(
+    sum(1 << (_FIELD * j) for j in range(_KEYS) if mask >> j & 1) for mask in range(1 << _KEYS)
+)
+_COUNT = (1 << _FIELD) - 1
+_SHIFT = {(c, ls): _FIELD * (2 * i + ls) for c, i in _INDEX.items() for ls in (False, True)}
 _PACK = struct.Struct(f"={_KEYS}d").pack  # a row of scores as their bytes
 _PACK_BOTH = struct.Struct(f"={_ROW_SCORES}d").pack  # and with the weighted after them
 
@@ -173,12 +181,19 @@ class _Nodes:
     # the plugin's ``by_mix`` of the last matrix and weight: (coefficients' bytes,
     # weight) → by_mix (see ``Dissonance._mixes``)
     mixes: dict[tuple[bytes, float], dict[bytes, tuple[bytes, int]]] = field(default_factory=dict)
-    # per key column: how many rows score other than ``MAX_NODE_SCORE`` for it; per row:
-    # those columns as a bit mask (bit ``j``: column ``j``). Made with the table and kept
-    # up to date by ``add``: PreScore skips a job whose column has none (its score is
-    # the same on every node, so it would change no total's order)
-    off_max: list[int] | None = None
+    # per key column: how many rows score other than ``MAX_NODE_SCORE`` for it (packed:
+    # column ``j``'s count in bits ``32 j`` up, ``_SPREAD``); per row: those
+    # columns as a bit mask (bit ``j``: column ``j``). Made with the table and kept up
+    # to date by ``add``: a job whose column has none scores ``MAX_NODE_SCORE``
+    # everywhere, and is given ``uniform`` (no gather) and no note (no node can be
+    # passed over for a neighbour)
+    off_max: int = 0
     off: list[int] = field(default_factory=list)
+    # ``MAX_NODE_SCORE * weight`` on every row (read-only; made with ``weight``): the
+    # same float64s the weighted table holds where every score is the maximum. Not
+    # SKIP: the runtime still adds it, since a constant added to every total is not
+    # neutral in floating point (two totals a last bit apart can round to a tie)
+    uniform: FloatArray | None = None
     # key → its column of scores and of weighted scores (views: ``add`` writes the
     # table in place)
     columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
@@ -226,7 +241,8 @@ class _Nodes:
             table = self.scores = np.empty((len(self.both), _ROW_SCORES))
             table[:, :_KEYS] = _scores(self.both @ self.coef.scaled)
             below = table[:, :_KEYS] != MAX_NODE_SCORE
-            self.off_max = np.count_nonzero(below, axis=0).tolist()
+            counts = np.count_nonzero(below, axis=0).tolist()
+            self.off_max = sum(n << (_FIELD * j) for j, n in enumerate(counts))
             self.off = (below @ _BITS).tolist()
             self.scores_raw = table.data.cast("B")
             self.score_cells = self.scores_raw.cast("d")
@@ -249,6 +265,8 @@ class _Nodes:
             table = self.table()
             np.multiply(table[:, :_KEYS], weight, out=table[:, _KEYS:])  # (each ``* weight``)
             self.weight = weight
+            uniform = self.uniform = np.full(len(table), MAX_NODE_SCORE * weight)
+            uniform.flags.writeable = False
             # (the pass's rows so far have no weighted scores: the kept ones for this
             # matrix and weight instead, or a new one that replaces them)
             mixes, matrix = self.mixes, (self.coef.scaled.tobytes(), weight)
@@ -296,18 +314,10 @@ class _Nodes:
                 data, mask = found
                 start = row * 8 * _ROW_SCORES
                 table[start : start + len(data)] = data
-                if mask != off[row]:
-                    self._recount(off[row], mask)
+                was = off[row]
+                if mask != was:
+                    self.off_max += _SPREAD[mask] - _SPREAD[was]
                     off[row] = mask
-
-    def _recount(self, old: int, new: int) -> None:
-        """``off_max`` for a row whose columns other than the maximum were ``old`` and
-        are now ``new`` (bit masks)."""
-        counts = self.off_max
-        assert counts is not None
-        for j in _KEY_RANGE:
-            bit = 1 << j
-            counts[j] += ((new & bit) != 0) - ((old & bit) != 0)
 
     def _row_scores(self, row: int) -> tuple[bytes, int]:
         """Row ``row``'s scores worked out afresh, then weighted (once ``weight`` is
@@ -380,14 +390,10 @@ class _Coef:
     # per key column: ``on_share``'s and ``on_guarded``'s, as Python floats (the note
     # weighs a node's mix by them: cheaper in Python than in numpy's small-array calls)
     columns: tuple[tuple[list[float], list[float]], ...] = field(init=False)
-    # per key column: every coefficient 0 (nothing clashes with the key: its score is
-    # ``MAX_NODE_SCORE`` on every node, whoever its neighbours)
-    calm: tuple[bool, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         both = np.vstack((self.on_share, self.on_guarded))
         object.__setattr__(self, "scaled", both / _SCALE)
-        object.__setattr__(self, "calm", tuple((both == 0.0).all(axis=0).tolist()))
         split = zip(self.on_share.T.tolist(), self.on_guarded.T.tolist(), strict=True)
         object.__setattr__(self, "columns", tuple(split))
 
@@ -465,20 +471,6 @@ class Dissonance:
         if key is None:
             return SKIP
         state.write(KEY, key)
-        if UNIFORM_SKIP:
-            # a score that is the same on every node adds the same to every total: SKIP
-            # (no gather, no add; Reserve still records the job, and notes nothing)
-            j = 2 * _INDEX[key[0]] + key[1]  # (``_Coef.column(key)``)
-            nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
-            if nodes.coef.calm[j]:  # (no class clashes with the key: no table needed)
-                return SKIP
-            counts = nodes.off_max
-            if counts is None:
-                nodes.table()
-                counts = nodes.off_max
-                assert counts is not None
-            if not counts[j]:
-                return SKIP
         return SUCCESS
 
     def _key(self, ctx: PassContext, job: Job, view: DissonanceView) -> tuple[str, bool] | None:
@@ -530,6 +522,10 @@ class Dissonance:
         key = state.get(KEY)
         nodes = ctx.data.get(NODES)
         if key is not None and nodes is not None and weight == nodes.weight:
+            # (``off_max`` and ``uniform`` are made with the weighted table)
+            if UNIFORM_KEPT and not nodes.off_max >> _SHIFT[key] & _COUNT:
+                kept: FloatArray = nodes.uniform[: len(feasible)]  # type: ignore[index]
+                return kept
             found = nodes.weighted_columns.get(key)  # (after the key's first Score)
             if found is not None:
                 out: FloatArray = found[feasible]
@@ -605,6 +601,8 @@ class Dissonance:
         if cells is None:
             return ""
         j = 2 * _INDEX[key[0]] + key[1]  # (``_Coef.column(key)``)
+        if UNIFORM_KEPT and not nodes.off_max >> _FIELD * j & _COUNT:
+            return ""  # (100 on every node, the table's: no node passed over for it)
         here = cells[c * _ROW_SCORES + j]
         if here < NOTE_MIN:  # (no node scores below 0: no move worth a note)
             return ""
