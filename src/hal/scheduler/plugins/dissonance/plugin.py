@@ -65,10 +65,6 @@ NAME = "dissonance"
 PROTECT = 4.0  # a latency-sensitive job's slowdown counts this many times
 TOLERANCE = 1.05  # slowdowns up to this are ignored (the model's prior)
 _SCALE = math.log(2.0)  # harm worth a doubling scores 0
-# a job whose score is 100 on every node is given a kept array of it (no gather), and no
-# note (False: every job's scores gathered and its note weighed, as the tests that compare
-# the two set it)
-UNIFORM_KEPT = True
 NOTE_MIN = 10.0  # score points (about 7 % of slowdown) a move must be worth to be noted
 REBUILD_AFTER = 100_000  # updates of the kept shares before they are summed afresh
 MIXES_KEPT = 50_000  # rows' scores kept by mix across passes (about 300 bytes each)
@@ -81,15 +77,6 @@ _ROW_BYTES = 8 * _WIDTH
 _KEYS = 2 * _CLASSES  # one score per (class, mark): ``_Coef.column``
 _KEYS_BYTES = 8 * _KEYS  # the scores of a row of ``_Nodes.scores`` (then the weighted)
 _ROW_SCORES = 2 * _KEYS  # a row of ``_Nodes.scores``: the scores, then the weighted
-_BITS = np.array([1 << j for j in range(_KEYS)], dtype=np.int64)  # column j → bit j
-# ``_Nodes.off_max`` packs a count per key column into one int, 32 bits each: a row's
-# mask (bit j: column j) → the counts it adds (one int addition per row changed)
-_FIELD = 32
-_SPREAD = tuple(
-    sum(1 << (_FIELD * j) for j in range(_KEYS) if mask >> j & 1) for mask in range(1 << _KEYS)
-)
-_COUNT = (1 << _FIELD) - 1
-_SHIFT = {(c, ls): _FIELD * (2 * i + ls) for c, i in _INDEX.items() for ls in (False, True)}
 _PACK = struct.Struct(f"={_KEYS}d").pack  # a row of scores as their bytes
 _PACK_BOTH = struct.Struct(f"={_ROW_SCORES}d").pack  # and with the weighted after them
 
@@ -176,24 +163,10 @@ class _Nodes:
     # the same numbers from the same sum (so the same decisions) cost a look-up. Once
     # ``weight`` is set, the plugin's for this matrix and weight (``mixes``), kept
     # across passes
-    # (each with the row's ``off`` mask: see ``off_max``)
-    by_mix: dict[bytes, tuple[bytes, int]] = field(default_factory=dict)
+    by_mix: dict[bytes, bytes] = field(default_factory=dict)
     # the plugin's ``by_mix`` of the last matrix and weight: (coefficients' bytes,
     # weight) → by_mix (see ``Dissonance._mixes``)
-    mixes: dict[tuple[bytes, float], dict[bytes, tuple[bytes, int]]] = field(default_factory=dict)
-    # per key column: how many rows score other than ``MAX_NODE_SCORE`` for it (packed:
-    # column ``j``'s count in bits ``32 j`` up, ``_SPREAD``); per row: those
-    # columns as a bit mask (bit ``j``: column ``j``). Made with the table and kept up
-    # to date by ``add``: a job whose column has none scores ``MAX_NODE_SCORE``
-    # everywhere, and is given ``uniform`` (no gather) and no note (no node can be
-    # passed over for a neighbour)
-    off_max: int = 0
-    off: list[int] = field(default_factory=list)
-    # ``MAX_NODE_SCORE * weight`` on every row (read-only; made with ``weight``): the
-    # same float64s the weighted table holds where every score is the maximum. Not
-    # SKIP: the runtime still adds it, since a constant added to every total is not
-    # neutral in floating point (two totals a last bit apart can round to a tie)
-    uniform: FloatArray | None = None
+    mixes: dict[tuple[bytes, float], dict[bytes, bytes]] = field(default_factory=dict)
     # key → its column of scores and of weighted scores (views: ``add`` writes the
     # table in place)
     columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
@@ -240,10 +213,6 @@ class _Nodes:
         if table is None:
             table = self.scores = np.empty((len(self.both), _ROW_SCORES))
             table[:, :_KEYS] = _scores(self.both @ self.coef.scaled)
-            below = table[:, :_KEYS] != MAX_NODE_SCORE
-            counts = np.count_nonzero(below, axis=0).tolist()
-            self.off_max = sum(n << (_FIELD * j) for j, n in enumerate(counts))
-            self.off = (below @ _BITS).tolist()
             self.scores_raw = table.data.cast("B")
             self.score_cells = self.scores_raw.cast("d")
         return table
@@ -265,8 +234,6 @@ class _Nodes:
             table = self.table()
             np.multiply(table[:, :_KEYS], weight, out=table[:, _KEYS:])  # (each ``* weight``)
             self.weight = weight
-            uniform = self.uniform = np.full(len(table), MAX_NODE_SCORE * weight)
-            uniform.flags.writeable = False
             # (the pass's rows so far have no weighted scores: the kept ones for this
             # matrix and weight instead, or a new one that replaces them)
             mixes, matrix = self.mixes, (self.coef.scaled.tobytes(), weight)
@@ -285,7 +252,7 @@ class _Nodes:
         k = _INDEX[cls]
         guarded = _CLASSES + k
         cells, raw, placed_on = self.cells, self.raw, self.placed_on
-        table, by_mix, said, off = self.scores_raw, self.by_mix, self.said, self.off
+        table, by_mix, said = self.scores_raw, self.by_mix, self.said
         if sign > 0:
             self.placed[job_id] = entry
         else:
@@ -311,15 +278,10 @@ class _Nodes:
                 found = by_mix.get(seen)
                 if found is None:
                     found = by_mix[seen] = self._row_scores(row)
-                data, mask = found
                 start = row * 8 * _ROW_SCORES
-                table[start : start + len(data)] = data
-                was = off[row]
-                if mask != was:
-                    self.off_max += _SPREAD[mask] - _SPREAD[was]
-                    off[row] = mask
+                table[start : start + len(found)] = found
 
-    def _row_scores(self, row: int) -> tuple[bytes, int]:
+    def _row_scores(self, row: int) -> bytes:
         """Row ``row``'s scores worked out afresh, then weighted (once ``weight`` is
         set), as the bytes of their float64s: the row's product with the matrix in
         numpy (``dot``, a vector by a matrix: the same BLAS product as ``@``, bit for
@@ -327,8 +289,7 @@ class _Nodes:
         matrix, whose rows may differ in the last bit, so a row placed on is always
         worked out this way), then ``_scores``'s three steps (and ``* weight``) per
         number in plain Python, the same float64 arithmetic (on twenty numbers cheaper
-        than numpy's calls). With them, the row's columns other than the maximum as a
-        bit mask (``off``)."""
+        than numpy's calls)."""
         top = MAX_NODE_SCORE
         # (``0.0 if v < 0.0 else v`` is ``np.maximum(v, 0.0)``, NaN included; builtin
         # max costs a call with its keyword parsing)
@@ -336,11 +297,10 @@ class _Nodes:
             0.0 if (v := 1.0 - x) < 0.0 else v * top
             for x in self.both[row].dot(self.coef.scaled).tolist()
         ]
-        mask = sum(1 << j for j, v in enumerate(done) if v != top)
         weight = self.weight
         if weight is None:
-            return _PACK(*done), mask
-        return _PACK_BOTH(*done, *[x * weight for x in done]), mask
+            return _PACK(*done)
+        return _PACK_BOTH(*done, *[x * weight for x in done])
 
     def figures(self, view: DissonanceView, cls: str, other: str) -> tuple[str, str, bool]:
         """The model's slowdown of ``cls`` beside ``other`` and of ``other`` beside
@@ -442,7 +402,7 @@ class Dissonance:
         # last matrix and weight: a pure function of the three, and a server's passes
         # see mostly the same nodes with the same neighbours (the matrix changes when
         # the model learns: then they start afresh)
-        self._mixes: dict[tuple[bytes, float], dict[bytes, tuple[bytes, int]]] = {}
+        self._mixes: dict[tuple[bytes, float], dict[bytes, bytes]] = {}
         # pending jobs' keys (PreScore's) by id, with the job object they were made for,
         # for the view they were made under: a pending job that is the same object under
         # the same view has the same class and mark (a frozen Job is not changed in
@@ -522,10 +482,6 @@ class Dissonance:
         key = state.get(KEY)
         nodes = ctx.data.get(NODES)
         if key is not None and nodes is not None and weight == nodes.weight:
-            # (``off_max`` and ``uniform`` are made with the weighted table)
-            if UNIFORM_KEPT and not nodes.off_max >> _SHIFT[key] & _COUNT:
-                kept: FloatArray = nodes.uniform[: len(feasible)]  # type: ignore[index]
-                return kept
             found = nodes.weighted_columns.get(key)  # (after the key's first Score)
             if found is not None:
                 out: FloatArray = found[feasible]
@@ -601,8 +557,6 @@ class Dissonance:
         if cells is None:
             return ""
         j = 2 * _INDEX[key[0]] + key[1]  # (``_Coef.column(key)``)
-        if UNIFORM_KEPT and not nodes.off_max >> _FIELD * j & _COUNT:
-            return ""  # (100 on every node, the table's: no node passed over for it)
         here = cells[c * _ROW_SCORES + j]
         if here < NOTE_MIN:  # (no node scores below 0: no move worth a note)
             return ""
