@@ -10,7 +10,9 @@ snapshot, in rotating order: without the plugin, with the plugin module at OLD_P
 plugin.py > /tmp/old.py``), and with this tree's. It prints, as JSON, each plugin's
 overhead by least CPU time and by the median of the paired passes' ratios, the new
 plugin's CPU against the old one's (median of the paired ratios), and whether both
-plugins' last plans (placements and notes) are the same::
+plugins' last plans (placements and notes) are the same. ``--neutral`` gives both
+plugins a matrix where nothing clashes (every score 100; as
+``dissonance_pass_instructions.py neutral``)::
 
     PYTHONPATH=src python bench/dissonance_pass_compare.py /tmp/old.py 41
 """
@@ -27,12 +29,14 @@ import time
 
 import hal.scheduler.plugins.dissonance as package
 from hal.bench.dissonance_pass import _snapshot, classed_workload, schedulers
+from hal.core.profiles import CLASSES
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old_plugin", help="another tree's dissonance plugin.py")
     parser.add_argument("rounds", type=int, help="passes of each scheduler")
+    parser.add_argument("--neutral", action="store_true", help="a matrix where nothing clashes")
     ns = parser.parse_args()
     spec = importlib.util.spec_from_file_location("dissonance_old_plugin", ns.old_plugin)
     if spec is None or spec.loader is None:
@@ -41,6 +45,8 @@ def main() -> None:
     sys.modules[spec.name] = old_module
     spec.loader.exec_module(old_module)
     workload, view = classed_workload(10_000, 1_000, 1)
+    if ns.neutral:
+        view = dataclasses.replace(view, slowdown={c: dict.fromkeys(CLASSES, 1.0) for c in CLASSES})
     off, new = schedulers(len(workload.nodes))
     current = package.new
     package.new = old_module.new  # (``default_registry`` reads it when called)
@@ -70,7 +76,11 @@ def main() -> None:
         ratios = [y / x for x, y in zip(cpu[a], cpu[b], strict=True)]
         return round(100.0 * (statistics.median(ratios) - 1), 2)
 
-    out: dict[str, object] = {"rounds": ns.rounds, "same_plans": placed("old") == placed("new")}
+    out: dict[str, object] = {
+        "rounds": ns.rounds,
+        "neutral": ns.neutral,
+        "same_plans": placed("old") == placed("new"),
+    }
     for name in ("old", "new"):
         out[f"{name}_overhead_pct"] = round(100.0 * (min(cpu[name]) / min(cpu["off"]) - 1), 2)
         out[f"{name}_overhead_pct_paired_median"] = paired("off", name)
