@@ -117,6 +117,7 @@ class PacedScheduler:
         self.last_timed = -math.inf
         self.bounds = bounds or PassBounds()
         self.last_full = -math.inf
+        self.stopped = False  # the last pass stopped at max_starts: the next one is full
 
     def backfill_due(self, now: float) -> bool:
         interval = self.scheduler.backfill_interval_s
@@ -137,7 +138,7 @@ class PacedScheduler:
     def run_pass(self, snapshot: ClusterSnapshot) -> PassResult:
         now = snapshot.now
         due = self.backfill_due(now)
-        full = due or self.full_due(now)
+        full = due or self.stopped or self.full_due(now)
         every = self.time_plugins_every_s
         timed = every is not None and (now - self.last_timed >= every or now < self.last_timed)
         if timed:
@@ -151,7 +152,9 @@ class PacedScheduler:
         )
         if due:  # (a pass that stopped at max_starts ran the stage too: backfill's turn)
             self.last_backfill = now
-        if full and result.complete:  # (one stopped at max_starts: the next one is full)
+        # (one stopped at max_starts: the next one is full, though backfill is not due)
+        self.stopped = bool(result.capped)
+        if full and result.complete:
             self.last_full = now
         return result
 

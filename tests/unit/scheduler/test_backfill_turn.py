@@ -126,6 +126,20 @@ def test_paced_backfill_runs_once_per_interval_while_every_pass_stops_at_the_cap
             assert 199 in r.reservations and r.reservations[105][0] == NOW + at
 
 
+def test_the_pass_after_one_stopped_at_the_cap_looks_at_every_job() -> None:
+    """A queue depth of 3, the cap at five, a full pass that completed at 0 s (one job):
+    the turn at 30 s stops at the cap, and the pass at 40 s, backfill not due and
+    sched_interval not passed, still looks at the whole queue (it reaches the cap again,
+    which the first 3 jobs alone never do): the stopped pass left the queue behind its
+    cap unlooked at. The pass at 10 s, after a pass that completed, goes to the depth."""
+    paced = PacedScheduler(build_scheduler(), bounds=PassBounds(3, 60.0, CAP))
+    one = cluster(NOW).uniform_nodes(5, cpus=4).pending(make_job(1).limit(60)).build()
+    results = [paced.run_pass(one)]
+    results += [paced.run_pass(_snap(NOW + t)) for t in (10, 30, 40)]
+    assert [r.backfill is not None for r in results[1:]] == [False, True, False]
+    assert [r.capped for r in results] == [(), (), ("bulk",), ("bulk",)]
+
+
 def test_a_job_handed_over_keeps_its_own_reason() -> None:
     """A job passed over at the cap runs its PreFilter when handed to backfill, as one
     behind a blocked queue does: held by its user, it shows that, not the cap's
