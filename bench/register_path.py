@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import signal
 import subprocess
@@ -38,11 +37,13 @@ import psycopg
 
 from hal.bench.scale import (
     PG_ADMIN,
-    REGISTRATIONS_IN_FLIGHT,
     _config,
     _database,
-    _healthy,
+    emulate_args,
     make_tokens,
+    spawner,
+    start_emulators,
+    start_server,
 )
 from hal.testing.live import free_port, stop_process, wait_until
 
@@ -90,33 +91,16 @@ def run(nodes: int, per_process: int, heartbeat: float, profile: str | None) -> 
         url = f"http://127.0.0.1:{port}"
         config = work / "hal.toml"
         _config(config, nodes, heartbeat)
-        hal = [sys.executable, "-m", "hal.cli.main"]
-        quiet = ["--log-level", "warning"]
-
-        def spawn(args: list[str], log: str, token: str) -> subprocess.Popen[bytes]:
-            out = open(work / log, "ab")  # noqa: SIM115 - owned by the process
-            env = {**os.environ, "HAL_URL": url, "HAL_TOKEN": token}
-            proc = subprocess.Popen([*hal, *args], env=env, stdout=out, stderr=out)
-            procs.append(proc)
-            return proc
-
+        spawn = spawner(work, url, procs)
         watch = psycopg.connect(db, autocommit=True)
         try:
-            where = ["--data-dir", str(work / "srv"), "--port", str(port), "--config", str(config)]
-            server = spawn(["server", "--db", db, *where, *quiet], "server.log", admin)
-            wait_until(lambda: _healthy(url), timeout=120, message="the server to answer")
+            server = start_server(spawn, work, db, port, config, admin, timeout=120)
             server_ps = psutil.Process(server.pid)
             backends = _backends(watch, db)
             server0, pg0 = _cpu([server_ps]), _cpu(backends)
-            processes = math.ceil(nodes / per_process)
-            emu = ["emulate", "--server", url, "--cpus", "16", "--memory", "32G"]
-            emu += ["--concurrency", str(max(8, REGISTRATIONS_IN_FLIGHT // processes))]
             t0 = time.monotonic()
-            emulators = []
-            for first in range(1, nodes + 1, per_process):
-                count = min(per_process, nodes - first + 1)
-                what = ["--nodes", str(count), "--first", str(first)]
-                emulators.append(spawn([*emu, *what, *quiet], f"emulate-{first}.log", agents))
+            emu = emulate_args(url, 16, nodes, per_process)
+            emulators = start_emulators(spawn, emu, nodes, per_process, agents)
             emulator_ps = [psutil.Process(p.pid) for p in emulators]
             spies = [
                 _spy(p.pid, f"{profile}.{what}")
@@ -160,7 +144,7 @@ def run(nodes: int, per_process: int, heartbeat: float, profile: str | None) -> 
     return {
         "benchmark": "register-path",
         "nodes": nodes,
-        "emulators": processes,
+        "emulators": len(emulators),
         "heartbeat_s": heartbeat,
         "registrations": registrations,
         "requests": requests,

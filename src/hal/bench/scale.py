@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +114,57 @@ def _database(admin_dsn: str, *, keep: bool = False) -> Iterator[str]:
         if not keep:
             with psycopg.connect(admin_dsn, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+QUIET = ["--log-level", "warning"]
+Spawn = Callable[[list[str], str, str], "subprocess.Popen[bytes]"]  # (log, token)
+
+
+def spawner(work: Path, url: str, procs: list[subprocess.Popen[bytes]]) -> Spawn:
+    """``spawn(args, log, token)``: ``hal ARGS`` with its output in ``work/log``, speaking
+    to ``url`` with ``token``; each process is added to ``procs`` (stopped by the caller)."""
+    hal = [sys.executable, "-m", "hal.cli.main"]
+
+    def spawn(args: list[str], log: str, token: str) -> subprocess.Popen[bytes]:
+        out = open(work / log, "ab")  # noqa: SIM115 - owned by the process
+        env = {**os.environ, "HAL_URL": url, "HAL_TOKEN": token}
+        proc = subprocess.Popen([*hal, *args], env=env, stdout=out, stderr=out)
+        procs.append(proc)
+        return proc
+
+    return spawn
+
+
+def start_server(
+    spawn: Spawn, work: Path, db: str, port: int, config: Path, admin: str, *, timeout: float
+) -> subprocess.Popen[bytes]:
+    """``hal server`` on ``db`` and ``port`` with ``config``, once it answers."""
+    where = ["--data-dir", str(work / "srv"), "--port", str(port), "--config", str(config)]
+    server = spawn(["server", "--db", db, *where, *QUIET], "server.log", admin)
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: _healthy(url), timeout=timeout, message="the server to answer")
+    return server
+
+
+def emulate_args(url: str, cpus: int, nodes: int, per_process: int) -> list[str]:
+    """``hal emulate``'s arguments but the nodes': nodes of ``cpus`` CPUs and twice that
+    in GiB. The server commits at most 256 registrations a transaction (when they
+    committed one at a time, the emulators' 256 each in flight had the last of a
+    thousand wait past their 15 s timeout): 256 in flight across the processes."""
+    processes = math.ceil(nodes / per_process)
+    emu = ["emulate", "--server", url, "--cpus", str(cpus), "--memory", f"{cpus * 2}G"]
+    return [*emu, "--concurrency", str(max(8, REGISTRATIONS_IN_FLIGHT // processes))]
+
+
+def start_emulators(
+    spawn: Spawn, emu: list[str], nodes: int, per_process: int, token: str
+) -> list[subprocess.Popen[bytes]]:
+    """``nodes`` emulated nodes, at most ``per_process`` a ``hal emulate`` process."""
+    started = []
+    for first in range(1, nodes + 1, per_process):
+        what = ["--nodes", str(min(per_process, nodes - first + 1)), "--first", str(first)]
+        started.append(spawn([*emu, *what, *QUIET], f"emulate-{first}.log", token))
+    return started
 
 
 def _config(path: Path, nodes: int, heartbeat: float) -> None:
@@ -202,38 +253,15 @@ def run_scale_bench(
         _config(config, nodes, heartbeat)
         env = {**os.environ, "HAL_URL": url, "HAL_TOKEN": admin}
         hal = [sys.executable, "-m", "hal.cli.main"]
-
-        def spawn(args: list[str], log: str, token: str) -> subprocess.Popen[bytes]:
-            out = open(work / log, "ab")  # noqa: SIM115 - owned by the process
-            proc = subprocess.Popen(
-                [*hal, *args], env={**env, "HAL_TOKEN": token}, stdout=out, stderr=out
-            )
-            procs.append(proc)
-            return proc
-
+        spawn = spawner(work, url, procs)
         try:
-            quiet = ["--log-level", "warning"]
-            where = ["--data-dir", str(work / "srv"), "--port", str(port)]
-            server = spawn(
-                ["server", "--db", db, *where, "--config", str(config), *quiet],
-                "server.log",
-                admin,
-            )
-            wait_until(lambda: _healthy(url), timeout=60, message="the server to answer")
+            server = start_server(spawn, work, db, port, config, admin, timeout=60)
             server_ps = psutil.Process(server.pid)
             t0 = time.monotonic()
-            emu = ["emulate", "--server", url, "--cpus", str(cpus), "--memory", f"{cpus * 2}G"]
-            # the server commits at most 256 registrations a transaction (when they
-            # committed one at a time, the emulators' 256 each in flight had the last of
-            # a thousand wait past their 15 s timeout): 256 in flight across them
-            processes = math.ceil(nodes / per_process)
-            emu += ["--concurrency", str(max(8, REGISTRATIONS_IN_FLIGHT // processes))]
-            for first in range(1, nodes + 1, per_process):
-                count = min(per_process, nodes - first + 1)
-                what = ["--nodes", str(count), "--first", str(first)]
-                spawn([*emu, *what, *quiet], f"emulate-{first}.log", agents)
+            emu = emulate_args(url, cpus, nodes, per_process)
+            start_emulators(spawn, emu, nodes, per_process, agents)
             what = ["--nodes", str(PROBE_NODES), "--prefix", "probe", "--runtime", "1"]
-            spawn([*emu, *what, *quiet], "emulate-probe.log", agents)
+            spawn([*emu, *what, *QUIET], "emulate-probe.log", agents)
             client = HalClient(url, admin)
             total = nodes + PROBE_NODES
             wait_until(
