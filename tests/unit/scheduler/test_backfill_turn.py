@@ -140,20 +140,25 @@ def test_the_pass_after_one_stopped_at_the_cap_looks_at_every_job() -> None:
     assert [r.capped for r in results] == [(), (), ("bulk",), ("bulk",)]
 
 
-def test_a_job_handed_over_keeps_its_own_reason() -> None:
-    """A job passed over at the cap runs its PreFilter when handed to backfill, as one
-    behind a blocked queue does: held by its user, it shows that, not the cap's
-    Priority, and backfill plans it not."""
-    jobs = [make_job(i).cpus(1).limit(600).partition("bulk") for i in range(100, 104)]
-    jobs[2] = make_job(102).cpus(1).limit(600).partition("bulk").hold()
-    snap = (
+def _bulk_only(count: int, held: tuple[int, ...]) -> ClusterSnapshot:
+    """Two 4-CPU nodes in partition bulk and ``count`` 1-CPU jobs from 100 on, those of
+    ``held`` held by their user."""
+    jobs = [make_job(i).cpus(1).limit(600).partition("bulk") for i in range(100, 100 + count)]
+    jobs = [job.hold() if 100 + i in held else job for i, job in enumerate(jobs)]
+    return (
         cluster(NOW)
         .uniform_nodes(2, cpus=4)
         .partition("bulk", "n0001", "n0002")
         .pending(*jobs)
         .build()
     )
-    turn = build_scheduler().run_pass(snap, max_starts=2)
+
+
+def test_a_job_handed_over_keeps_its_own_reason() -> None:
+    """A job passed over at the cap runs its PreFilter when handed to backfill, as one
+    behind a blocked queue does: held by its user, it shows that, not the cap's
+    Priority, and backfill plans it not."""
+    turn = build_scheduler().run_pass(_bulk_only(4, held=(102,)), max_starts=2)
     assert turn.statuses[103].reason is PendingReason.PRIORITY
     assert turn.statuses[102].reason is PendingReason.JOB_HELD_USER
     assert 102 not in turn.reservations and 103 in turn.reservations
@@ -213,16 +218,7 @@ def test_a_turn_starts_no_job_naming_a_capped_partition_or_het_job_in_one() -> N
 def test_a_job_with_its_own_verdict_uses_no_hand_over_slot() -> None:
     """Cap two, bulk's 102 and 103 held by their user: they show that, and the turn's two
     slots go to 104 and 105, which backfill plans from now; 106 stays passed over."""
-    jobs = [make_job(i).cpus(1).limit(600).partition("bulk") for i in range(100, 107)]
-    jobs[2], jobs[3] = jobs[2].hold(), jobs[3].hold()
-    snap = (
-        cluster(NOW)
-        .uniform_nodes(2, cpus=4)
-        .partition("bulk", "n0001", "n0002")
-        .pending(*jobs)
-        .build()
-    )
-    turn = build_scheduler().run_pass(snap, max_starts=2)
+    turn = build_scheduler().run_pass(_bulk_only(7, held=(102, 103)), max_starts=2)
     assert turn.backfill is not None
     assert turn.statuses[102].reason is PendingReason.JOB_HELD_USER
     assert turn.statuses[103].reason is PendingReason.JOB_HELD_USER
