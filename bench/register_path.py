@@ -26,7 +26,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -36,16 +35,13 @@ import psutil
 import psycopg
 
 from hal.bench.scale import (
-    PG_ADMIN,
-    _config,
-    _database,
     emulate_args,
-    make_tokens,
+    site,
     spawner,
     start_emulators,
     start_server,
 )
-from hal.testing.live import free_port, stop_process, wait_until
+from hal.testing.live import stop_process, wait_until
 
 
 def _cpu(procs: list[psutil.Process]) -> float:
@@ -84,13 +80,8 @@ def _spy(pid: int, output: str) -> subprocess.Popen[bytes]:
 
 def run(nodes: int, per_process: int, heartbeat: float, profile: str | None) -> dict[str, Any]:
     procs: list[subprocess.Popen[bytes]] = []
-    with tempfile.TemporaryDirectory(prefix="hal-register-") as tmp, _database(PG_ADMIN) as db:
-        work = Path(tmp)
-        admin, agents = make_tokens(db)
-        port = free_port()
+    with site("hal-register-", nodes, heartbeat) as (work, db, admin, agents, port, config):
         url = f"http://127.0.0.1:{port}"
-        config = work / "hal.toml"
-        _config(config, nodes, heartbeat)
         spawn = spawner(work, url, procs)
         watch = psycopg.connect(db, autocommit=True)
         try:

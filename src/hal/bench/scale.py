@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -114,6 +114,30 @@ def _database(admin_dsn: str, *, keep: bool = False) -> Iterator[str]:
         if not keep:
             with psycopg.connect(admin_dsn, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class Site(NamedTuple):
+    """What a bench's cluster runs in: a work directory, a fresh database, the admin's
+    and the agents' tokens, the server's port and its configuration file."""
+
+    work: Path
+    db: str
+    admin: str
+    agents: str
+    port: int
+    config: Path
+
+
+@contextmanager
+def site(prefix: str, nodes: int, heartbeat: float, db_admin: str = PG_ADMIN) -> Iterator[Site]:
+    """A ``Site`` for ``nodes`` nodes with ``heartbeat``, removed (the database dropped)
+    at the end."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, _database(db_admin) as db:
+        work = Path(tmp)
+        admin, agents = make_tokens(db)
+        config = work / "hal.toml"
+        _config(config, nodes, heartbeat)
+        yield Site(work, db, admin, agents, free_port(), config)
 
 
 QUIET = ["--log-level", "warning"]
@@ -244,13 +268,8 @@ def run_scale_bench(
     from hal.client import HalClient
 
     procs: list[subprocess.Popen[bytes]] = []
-    with tempfile.TemporaryDirectory(prefix="hal-scale-") as tmp, _database(db_admin) as db:
-        work = Path(tmp)
-        admin, agents = make_tokens(db)
-        port = free_port()
+    with site("hal-scale-", nodes, heartbeat, db_admin) as (work, db, admin, agents, port, config):
         url = f"http://127.0.0.1:{port}"
-        config = work / "hal.toml"
-        _config(config, nodes, heartbeat)
         env = {**os.environ, "HAL_URL": url, "HAL_TOKEN": admin}
         hal = [sys.executable, "-m", "hal.cli.main"]
         spawn = spawner(work, url, procs)
