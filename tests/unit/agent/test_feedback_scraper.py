@@ -18,11 +18,13 @@ from hal.agent.scrape import Scraper, read_page
 from hal.core.feedback import ENV_TOKEN
 from hal.wire.agent import Launch
 
+RELEASE = threading.Event()
+
 
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        if self.path == "/slow":
-            time.sleep(scrape.TIMEOUT_S + 1)
+        if self.path == "/slow":  # no answer until the test is over
+            RELEASE.wait(60)
         if self.path == "/moved":
             self.send_response(302)
             self.send_header("Location", "http://192.0.2.1/metrics")
@@ -47,6 +49,7 @@ def base() -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
+        RELEASE.set()
         httpd.shutdown()
         httpd.server_close()
 
@@ -61,10 +64,13 @@ def test_a_page_too_long_is_refused(base: str) -> None:
 
 
 def test_a_slow_endpoint_times_out(base: str) -> None:
+    """The endpoint never answers: the read ends with a timeout, not a hang (the bound
+    is loose, as a loaded machine schedules the test's thread late)."""
+    RELEASE.clear()
     started = time.monotonic()
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="timed out"):
         read_page(base + "/slow")
-    assert time.monotonic() - started < scrape.TIMEOUT_S + 1
+    assert time.monotonic() - started < 30
 
 
 def test_a_redirect_is_not_followed(base: str) -> None:
