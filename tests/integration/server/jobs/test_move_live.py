@@ -40,9 +40,10 @@ def learnt_model() -> dict[str, object]:
     return {"model": model.export(), "checked": [], "identities": {}}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """Two agents of 2 CPUs; the feedback loop looks every second."""
+    """Two agents of 2 CPUs; the feedback loop looks every second. A fresh server for each
+    try: a rerun on the first one would find its jobs still on node1 and its move counted."""
     data = tmp_path_factory.mktemp("move")
     (data / FILE).parent.mkdir(parents=True)
     (data / FILE).write_text(json.dumps(learnt_model()))
