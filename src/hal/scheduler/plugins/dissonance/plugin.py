@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import struct
 import threading
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,6 +71,8 @@ REBUILD_AFTER = 100_000  # updates of the kept shares before they are summed afr
 MIXES_KEPT = 50_000  # rows' scores kept by mix across passes (about 300 bytes each)
 KEYS_KEPT = 200_000  # pending jobs' keys kept across passes (``Dissonance._keys``)
 _INDEX = {c: i for i, c in enumerate(CLASSES)}
+# a key (class, latency-sensitive) → its column of the scores (``_Coef``)
+_COLUMN = {(c, ls): 2 * i + ls for c, i in _INDEX.items() for ls in (False, True)}
 _CLASSES = len(CLASSES)
 _CLASS_RANGE = range(_CLASSES)
 _WIDTH = 2 * _CLASSES  # a row of ``_Nodes.both``: ``share`` then ``guarded``
@@ -77,6 +80,7 @@ _ROW_BYTES = 8 * _WIDTH
 _KEYS = 2 * _CLASSES  # one score per (class, mark): ``_Coef.column``
 _KEYS_BYTES = 8 * _KEYS  # the scores of a row of ``_Nodes.scores`` (then the weighted)
 _ROW_SCORES = 2 * _KEYS  # a row of ``_Nodes.scores``: the scores, then the weighted
+_SCORES_BYTES = 8 * _ROW_SCORES
 _PACK = struct.Struct(f"={_KEYS}d").pack  # a row of scores as their bytes
 _PACK_BOTH = struct.Struct(f"={_ROW_SCORES}d").pack  # and with the weighted after them
 
@@ -149,7 +153,9 @@ class _Nodes:
     lock: threading.Lock  # the plugin's, held while ``base`` is read
     coef: _Coef  # the pass's matrix as coefficients
     placed: dict[int, _Entry] = field(default_factory=dict)  # in this pass
-    placed_on: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → those
+    placed_on: defaultdict[int, dict[int, _Entry]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )  # row → those
     # per row: the score of every key (class, latency-sensitive: ``_Coef.column``),
     # then the same times the plugin's profile weight (``weight``; made at the first
     # ``weighted_score`` of the pass: the runtime then need not multiply per job), side
@@ -250,7 +256,6 @@ class _Nodes:
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
         cls, ls, rows = entry
         k = _INDEX[cls]
-        guarded = _CLASSES + k
         cells, raw, placed_on = self.cells, self.raw, self.placed_on
         table, by_mix, said = self.scores_raw, self.by_mix, self.said
         if sign > 0:
@@ -258,27 +263,28 @@ class _Nodes:
         else:
             self.placed.pop(job_id, None)
         for row, part in rows:
-            at = row * _WIDTH
-            step = sign * part
-            cells[at + k] += step  # (float64 + float64: what ``both[row, k] += step`` does)
-            if ls:
-                cells[at + guarded] += step
+            at = row * _WIDTH + k
+            # (float64 + float64: what ``both[row, k] += part`` does; ``-= part`` is
+            # ``+= -part``, bit for bit)
             if sign > 0:
-                there = placed_on.get(row)
-                if there is None:
-                    there = placed_on[row] = {}
-                there[job_id] = entry
+                cells[at] += part
+                if ls:
+                    cells[at + _CLASSES] += part
+                placed_on[row][job_id] = entry  # (a defaultdict)
             else:
-                placed_on.get(row, {}).pop(job_id, None)
+                cells[at] -= part
+                if ls:
+                    cells[at + _CLASSES] -= part
+                placed_on[row].pop(job_id, None)
             if said:
                 said.pop(row, None)
             if table is not None:  # the row's scores, for every key (and weighted)
-                start = at * 8
+                start = (at - k) * 8
                 seen = raw[start : start + _ROW_BYTES].tobytes()
                 found = by_mix.get(seen)
                 if found is None:
                     found = by_mix[seen] = self._row_scores(row)
-                start = row * 8 * _ROW_SCORES
+                start = row * _SCORES_BYTES
                 table[start : start + len(found)] = found
 
     def _row_scores(self, row: int) -> bytes:
@@ -371,7 +377,7 @@ class _Coef:
 
     @staticmethod
     def column(key: tuple[str, bool]) -> int:
-        return 2 * _INDEX[key[0]] + int(key[1])
+        return _COLUMN[key]
 
 
 # Per pass: the nodes' shares and the matrix as coefficients (``_Nodes.coef``).
@@ -379,6 +385,7 @@ NODES: StateKey[_Nodes] = StateKey("dissonance.nodes")
 # Per pass: id(job spec) → the class of its workload (the pass's specs live as long as it)
 CLASSES_BY_SPEC: StateKey[dict[int, str | None]] = StateKey("dissonance.classes_by_spec")
 _UNSET = "\0"
+_NO_VIEW = object()
 # Per job: (class, latency-sensitive) (PreScore → Score and Reserve).
 KEY: StateKey[tuple[str, bool]] = StateKey("dissonance.key")
 
@@ -408,24 +415,30 @@ class Dissonance:
         # the same view has the same class and mark (a frozen Job is not changed in
         # place); most pending jobs are scored again pass after pass
         self._keys: dict[int, tuple[Job, tuple[str, bool] | None]] = {}
-        self._keys_view: object = None
+        self._keys_view: object = _NO_VIEW  # (never a snapshot's: None is checked)
 
     # -- PreScore ---------------------------------------------------------------------
 
     def pre_score(
         self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray
     ) -> Status:
-        view = ctx.snapshot.dissonance
-        if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
+        snapshot = ctx.snapshot
+        view = snapshot.dissonance
+        if view is not self._keys_view:  # (the keys kept are for one view, with a matrix)
+            if view is None or not view.slowdown:
+                return SKIP
+            self._keys = {}
+            self._keys_view = view
+        if ctx.now > snapshot.now:
             return SKIP  # (a reservation in the future: who will be its neighbours is unknown)
         keys = self._keys
-        if self._keys_view is not view or len(keys) > KEYS_KEPT:
+        if len(keys) > KEYS_KEPT:
             keys = self._keys = {}
-            self._keys_view = view
         known = keys.get(job.id)
         if known is not None and known[0] is job:
             key = known[1]
         else:
+            assert view is not None  # (``_keys_view`` never is)
             key = self._key(ctx, job, view)
             keys[job.id] = (job, key)
         if key is None:
@@ -499,26 +512,33 @@ class Dissonance:
     def reserve(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
     ) -> Status:
+        key = state.get(KEY)
+        nodes = ctx.data.get(NODES)
+        names = allocation.nodes
+        if key is not None and nodes is not None and len(names) == 1:
+            # scored (PreScore wrote the key in this context, having found the model and
+            # the pass at its instant; Score made the pass's table), on one node: the
+            # common case, without ``_rows``'s call
+            c = ctx.nodes.index.get(names[0])
+            if c is not None:
+                part = allocation.per_node[0].cpus * nodes.base.inv[c]
+                # (``min(1.0, part)``)
+                entry = (key[0], key[1], ((c, part if part < 1.0 else 1.0),))
+                note = self._note(ctx, nodes, state, key, c)
+                if note:
+                    add_placement_note(ctx.data, job.id, note)
+                nodes.add(job.id, entry, 1)
+                return SUCCESS
         view = ctx.snapshot.dissonance
         if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
             return SUCCESS
-        key = state.get(KEY)
         cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
         if cls is None:
             return SUCCESS
-        nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
-        names, per_node = allocation.nodes, allocation.per_node
-        if len(names) == 1 == len(per_node):  # (the common case, without ``_rows``'s call)
-            row = ctx.nodes.index.get(names[0])
-            if row is None:
-                rows: tuple[tuple[int, float], ...] = ()
-            else:
-                part = per_node[0].cpus * nodes.base.inv[row]
-                rows = ((row, part if part < 1.0 else 1.0),)  # (``min(1.0, part)``)
-        else:
-            rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
+        nodes = nodes or self._nodes(ctx, view)
+        rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
         if key is not None and len(rows) == 1 and len(names) == 1:
-            note = self._note(ctx, nodes, view, state, key, rows[0][0])
+            note = self._note(ctx, nodes, state, key, rows[0][0])
             if note:
                 add_placement_note(ctx.data, job.id, note)
         nodes.add(job.id, (cls, ls, rows), 1)
@@ -539,7 +559,6 @@ class Dissonance:
         self,
         ctx: PassContext,
         nodes: _Nodes,
-        view: DissonanceView,
         state: CycleState,
         key: tuple[str, bool],
         c: int,
@@ -556,7 +575,7 @@ class Dissonance:
         cells = nodes.score_cells  # (the table, made by this job's Score)
         if cells is None:
             return ""
-        j = 2 * _INDEX[key[0]] + key[1]  # (``_Coef.column(key)``)
+        j = _COLUMN[key]
         here = cells[c * _ROW_SCORES + j]
         if here < NOTE_MIN:  # (no node scores below 0: no move worth a note)
             return ""
@@ -579,6 +598,8 @@ class Dissonance:
         if kept is not None and j in kept:
             words = kept[j]
         else:
+            view = ctx.snapshot.dissonance  # (there: PreScore wrote the key)
+            assert view is not None
             words = self._words(nodes, view, key[0], j, a, names[a])
             if fresh:
                 if kept is None:
