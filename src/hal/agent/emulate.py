@@ -5,7 +5,8 @@ registers (``AgentRegister``), long-polls ``sync`` as its heartbeat, carries its
 with a per-node ``seq`` until the server acknowledges them, applies the numbered
 instructions once and in order (``instructions.InstructionStream``), sends a second,
 non-waiting sync when a report is ready (the real agent's flush), and sends its running
-jobs' usage with every long poll — through the same ``HttpAgentChannel``. Its decisions
+jobs' usage with every long poll — the same requests as ``HttpAgentChannel``'s, through
+``PooledAgentChannel`` (aiohttp: one connection pool for all the nodes). Its decisions
 are the real agent's too: every node holds its own ``AgentState`` (the sans-IO machine),
 so time limits, ``--signal``, cancels, requeues and the reports' final states are the
 machine's. What differs is the shell: a job is a timer, not a process.
@@ -27,9 +28,9 @@ emulated: no script runs, so none is started.
 
 Memory per node is bounded: the machine keeps its jobs (at most the node's CPUs' worth)
 and a fixed window of recently finished (job, attempt) pairs; the emulator holds one
-timer per running job and one per node's next deadline. Nodes share HTTP connection
-pools, 32 nodes to a pool (one connection per long poll in flight, as N agents would
-hold). Nothing in the server knows the difference: it sees N agents.
+timer per running job and one per node's next deadline. The nodes share one HTTP
+connection pool (one connection per request in flight, as N agents would hold). Nothing
+in the server knows the difference: it sees N agents.
 """
 
 from __future__ import annotations
@@ -44,13 +45,10 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-import httpx
-
 from hal import __version__
 from hal.agent.channel import (
     AgentChannelError,
     CredentialRefused,
-    HttpAgentChannel,
     NodeForgotten,
 )
 from hal.agent.events import (
@@ -71,6 +69,7 @@ from hal.agent.events import (
     Tick,
 )
 from hal.agent.instructions import InstructionStream
+from hal.agent.pooled_channel import PooledAgentChannel
 from hal.agent.records import ExitOutcome
 from hal.agent.state import AgentState, feed
 from hal.agent.stepevents import SyncSoon
@@ -99,7 +98,6 @@ MAX_WAIT_SECONDS = 60.0
 FLUSH_COALESCE_SECONDS = 0.005
 MAX_BACKOFF_SECONDS = 30.0
 REPORT_SECONDS = 10.0
-NODES_PER_POOL = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +150,6 @@ def _number(text: str | None, default: float) -> float:
 @dataclass(eq=False)
 class EmulatedNode:
     name: str
-    channel: HttpAgentChannel
     machine: AgentState
     instructions: InstructionStream = field(default_factory=InstructionStream)
     registered: bool = False
@@ -167,33 +164,18 @@ class EmulatedNode:
 
 
 class Emulator:
-    """N emulated nodes on one event loop, sharing HTTP connection pools."""
+    """N emulated nodes on one event loop, sharing one HTTP connection pool."""
 
     def __init__(self, config: EmulateConfig) -> None:
         if config.nodes < 1:
             raise ValueError("--nodes: at least 1")
         self.config = config
-        # One connection pool per NODES_PER_POOL nodes: httpx's pool looks through its
-        # connections for each request, so one pool for thousands of long polls spent the
-        # emulator's CPU there (800 nodes managed ~15 syncs/s). One TLS context for all.
-        tls = httpx.create_ssl_context()
-        pools = math.ceil(config.nodes / NODES_PER_POOL)
-        size = 2 * NODES_PER_POOL + 4  # a long poll and a flush per node
-        self.channels = [
-            HttpAgentChannel(
-                config.server_url,
-                config.token,
-                transport=httpx.AsyncHTTPTransport(
-                    verify=tls, limits=httpx.Limits(max_connections=size)
-                ),
-            )
-            for _ in range(pools)
-        ]
+        # one channel, one connection pool, for all the nodes (pooled_channel's doc)
+        self.channel = PooledAgentChannel(config.server_url, config.token)
         first_seq = int(time.time() * 1000)
         self.nodes = [
             EmulatedNode(
                 f"{config.prefix}{config.first + i}",
-                self.channels[i // NODES_PER_POOL],
                 AgentState(
                     first_seq=first_seq,
                     validate=False,
@@ -236,8 +218,7 @@ class Emulator:
                     handle.cancel()
                 if node.deadline is not None:
                     node.deadline.cancel()
-            for channel in self.channels:
-                await channel.aclose()
+            await self.channel.aclose()
         if refused is not None:
             raise refused
 
@@ -276,7 +257,7 @@ class Emulator:
                     async with self._gate:
                         await self._register(node)
                 request = self._sync_request(node, node.wait_seconds, with_usage=True)
-                reply = await node.channel.sync(node.name, request)
+                reply = await self.channel.sync(node.name, request)
             except CredentialRefused as err:
                 if self.refused:
                     raise  # said once for all the nodes
@@ -318,7 +299,7 @@ class Emulator:
             isolation="emulated",
             running=node.machine.running(),
         )
-        reply = await node.channel.register(request)
+        reply = await self.channel.register(request)
         node.wait_seconds = min(
             self.config.heartbeat_interval_seconds,
             reply.heartbeat_interval_seconds,
@@ -350,7 +331,7 @@ class Emulator:
     async def _flush(self, node: EmulatedNode) -> None:
         assert self._gate is not None
         try:
-            reply = await node.channel.sync(node.name, self._sync_request(node, 0.0))
+            reply = await self.channel.sync(node.name, self._sync_request(node, 0.0))
         except CredentialRefused:
             return  # the long poll says so and stops the emulator
         except AgentChannelError as err:
