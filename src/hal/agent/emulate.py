@@ -190,6 +190,7 @@ class Emulator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.launched = 0
         self.finished = 0
+        self.flushes = 0  # non-waiting syncs sent
         self.refused = False  # the server refused the token (said once, then stop)
 
     # -- life ---------------------------------------------------------------------------
@@ -225,38 +226,45 @@ class Emulator:
     async def _report_loop(self) -> None:
         """A line every ``REPORT_SECONDS``: how many nodes are registered, the syncs and
         failures since the last line, the jobs running."""
-        syncs = failures = 0
+        syncs = failures = flushes = 0
         while True:
             await asyncio.sleep(REPORT_SECONDS)
             now_syncs = sum(n.syncs for n in self.nodes)
             now_failures = sum(n.failures for n in self.nodes)
             log.info(
-                "%d/%d node(s) registered; %.1f syncs/s, %d failure(s); %d job(s) running, "
-                "%d launched, %d ended",
+                "%d/%d node(s) registered; %.1f syncs/s, %.1f flushes/s, %d failure(s); "
+                "%d job(s) running, %d launched, %d ended",
                 sum(n.registered for n in self.nodes),
                 len(self.nodes),
                 (now_syncs - syncs) / REPORT_SECONDS,
+                (self.flushes - flushes) / REPORT_SECONDS,
                 now_failures - failures,
                 sum(len(n.ends) for n in self.nodes),
                 self.launched,
                 self.finished,
             )
-            syncs, failures = now_syncs, now_failures
+            syncs, failures, flushes = now_syncs, now_failures, self.flushes
 
     # -- the network ----------------------------------------------------------------------
 
     async def _node_loop(self, node: EmulatedNode) -> None:
         rng = random.Random(node.name)
         failures = 0
-        # spread the first heartbeats over the interval, as N agents started apart would
+        # spread the registrations over a second (at most), not all in one instant
         await asyncio.sleep(rng.uniform(0, min(1.0, self.config.nodes / 2000)))
         while True:
             try:
+                wait = node.wait_seconds
                 if not node.registered:
                     assert self._gate is not None
                     async with self._gate:
                         await self._register(node)
-                request = self._sync_request(node, node.wait_seconds, with_usage=True)
+                    # the first long poll ends at a random point of the interval, so that
+                    # the heartbeats are spread over it as N agents started apart have
+                    # them: nodes registered within seconds would otherwise all come
+                    # back together, a burst of N syncs every interval
+                    wait = rng.uniform(0.0, node.wait_seconds)
+                request = self._sync_request(node, wait, with_usage=True)
                 reply = await self.channel.sync(node.name, request)
             except CredentialRefused as err:
                 if self.refused:
@@ -331,6 +339,7 @@ class Emulator:
     async def _flush(self, node: EmulatedNode) -> None:
         assert self._gate is not None
         try:
+            self.flushes += 1
             reply = await self.channel.sync(node.name, self._sync_request(node, 0.0))
         except CredentialRefused:
             return  # the long poll says so and stops the emulator
