@@ -19,7 +19,9 @@ nodes in ``hal emulate`` processes of at most ``--nodes-per-process`` each (part
    longest scheduling pass, forecast slice and cycle (``/v1/diag``'s max_pass_s,
    max_forecast_slice_s and max_cycle_s), and how late its event loop answered
    (``event_loop_lag_max_s``, ``event_loop_lag_p99_s``), and the emulators' CPU
-   (``emulator_cpu_share``: of one core; ``emulator_cpu_ms_per_start``: per job start);
+   (``emulator_cpu_share``: of one core; ``emulator_cpu_ms_per_start``: per job start),
+   the server's per job start (``server_cpu_ms_per_start``) and the agents' syncs it
+   answered (``agent_syncs_per_s``: long polls and flushes);
 4. ``hal sacct`` of every job, and the database's size.
 
 Everything runs on this machine: the emulators, the database and the bench's own client
@@ -374,6 +376,9 @@ def run_scale_bench(
         "starts_per_s": round(started / window, 1),
         "server_cpu_share": round(cpu_window / window, 3),  # of one core, in the window
         "emulator_cpu_share": round(emu_window / window, 3),  # all of them, in the window
+        "server_cpu_ms_per_start": round(1000 * cpu_window / max(started, 1), 3),
+        # the agents' syncs (long polls and flushes) the server answered in the window
+        "agent_syncs_per_s": round(_agent_syncs(diag) / window, 1),
         "emulator_cpu_ms_per_start": round(1000 * emu_window / max(started, 1), 3),
         "pending_at_end": pending,
         "queue_full": pending > 0,
@@ -405,6 +410,12 @@ def run_scale_bench(
         "event_loop_lag_p99_s": round(lag_p99, 3),
         "targets": TARGETS,
     }
+
+
+def _agent_syncs(diag: Mapping[str, Any]) -> int:
+    """The agents' syncs ``/v1/diag`` counted (its RPC statistics by route)."""
+    rows = diag.get("rpc_by_type") or []
+    return sum(int(r.get("count") or 0) for r in rows if str(r.get("name")).endswith("/sync"))
 
 
 def _cpu(processes: list[Any]) -> float:
