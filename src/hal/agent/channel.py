@@ -25,13 +25,14 @@ runs the relay only for such channels.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import httpx
 
 from hal.agent.artifacts import ArtifactMissing
-from hal.client.servers import LeaderChoice, not_leading, server_urls
+from hal.client.servers import LeaderChoice, Round, not_leading, server_urls
 from hal.host.tls import explain, verify_for
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
 from hal.wire.artifacts import ArtifactRoute
@@ -204,25 +205,38 @@ class HttpAgentChannel:
                 continue
             if not rnd.answered(server, response.status_code, response.headers):
                 continue
-            if response.status_code == 404:
-                raise NodeForgotten(f"{path}: the server does not know this node")
-            if response.status_code in (401, 403):
-                raise CredentialRefused(response.status_code, _detail(response))
             if response.status_code >= 400:
-                raise ChannelUnavailable(
-                    f"{path}: HTTP {response.status_code}: {response.text[:300]}"
-                )
+                raise refusal(path, response.status_code, response.text)
             return response.content
-        if len(rnd.tried) == 1:  # one server: retried as any unreachable one, and logged so
-            server, why = rnd.tried[0]
-            raise ChannelUnavailable(f"cannot reach {server}{path}: {why}")
-        raise ChannelUnavailable(f"{path}: {rnd.summary()}")
+        raise unreachable(path, rnd)
+
+
+def refusal(path: str, status: int, text: str) -> AgentChannelError:
+    """What the leader's answer ``status`` (≥ 400, body ``text``) to ``path`` means to an
+    agent (the module's doc): one rule for every transport."""
+    if status == 404:
+        return NodeForgotten(f"{path}: the server does not know this node")
+    if status in (401, 403):
+        return CredentialRefused(status, detail_of(text))
+    return ChannelUnavailable(f"{path}: HTTP {status}: {text[:300]}")
+
+
+def unreachable(path: str, rnd: Round) -> ChannelUnavailable:
+    """A ``rnd`` in which no address answered as the leader."""
+    if len(rnd.tried) == 1:  # one server: retried as any unreachable one, and logged so
+        server, why = rnd.tried[0]
+        return ChannelUnavailable(f"cannot reach {server}{path}: {why}")
+    return ChannelUnavailable(f"{path}: {rnd.summary()}")
+
+
+def detail_of(text: str) -> str:
+    """The server's reason (problem+json ``detail``), else the start of the body."""
+    try:
+        detail = json.loads(text).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return detail if isinstance(detail, str) and detail else text[:300]
 
 
 def _detail(response: httpx.Response) -> str:
-    """The server's reason (problem+json ``detail``), else the start of the body."""
-    try:
-        detail = response.json().get("detail")
-    except (ValueError, AttributeError):
-        detail = None
-    return detail if isinstance(detail, str) and detail else response.text[:300]
+    return detail_of(response.text)

@@ -5,7 +5,8 @@ registers (``AgentRegister``), long-polls ``sync`` as its heartbeat, carries its
 with a per-node ``seq`` until the server acknowledges them, applies the numbered
 instructions once and in order (``instructions.InstructionStream``), sends a second,
 non-waiting sync when a report is ready (the real agent's flush), and sends its running
-jobs' usage with every long poll — through the same ``HttpAgentChannel``. Its decisions
+jobs' usage with every long poll — the same requests as ``HttpAgentChannel``'s, through
+``PooledAgentChannel`` (aiohttp: one connection pool for all the nodes). Its decisions
 are the real agent's too: every node holds its own ``AgentState`` (the sans-IO machine),
 so time limits, ``--signal``, cancels, requeues and the reports' final states are the
 machine's. What differs is the shell: a job is a timer, not a process.
@@ -27,9 +28,9 @@ emulated: no script runs, so none is started.
 
 Memory per node is bounded: the machine keeps its jobs (at most the node's CPUs' worth)
 and a fixed window of recently finished (job, attempt) pairs; the emulator holds one
-timer per running job and one per node's next deadline. Nodes share HTTP connection
-pools, 32 nodes to a pool (one connection per long poll in flight, as N agents would
-hold). Nothing in the server knows the difference: it sees N agents.
+timer per running job and one per node's next deadline. The nodes share one HTTP
+connection pool (one connection per request in flight, as N agents would hold). Nothing
+in the server knows the difference: it sees N agents.
 """
 
 from __future__ import annotations
@@ -44,13 +45,10 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-import httpx
-
 from hal import __version__
 from hal.agent.channel import (
     AgentChannelError,
     CredentialRefused,
-    HttpAgentChannel,
     NodeForgotten,
 )
 from hal.agent.events import (
@@ -71,6 +69,7 @@ from hal.agent.events import (
     Tick,
 )
 from hal.agent.instructions import InstructionStream
+from hal.agent.pooled_channel import PooledAgentChannel
 from hal.agent.records import ExitOutcome
 from hal.agent.state import AgentState, feed
 from hal.agent.stepevents import SyncSoon
@@ -99,7 +98,6 @@ MAX_WAIT_SECONDS = 60.0
 FLUSH_COALESCE_SECONDS = 0.005
 MAX_BACKOFF_SECONDS = 30.0
 REPORT_SECONDS = 10.0
-NODES_PER_POOL = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +150,6 @@ def _number(text: str | None, default: float) -> float:
 @dataclass(eq=False)
 class EmulatedNode:
     name: str
-    channel: HttpAgentChannel
     machine: AgentState
     instructions: InstructionStream = field(default_factory=InstructionStream)
     registered: bool = False
@@ -167,33 +164,18 @@ class EmulatedNode:
 
 
 class Emulator:
-    """N emulated nodes on one event loop, sharing HTTP connection pools."""
+    """N emulated nodes on one event loop, sharing one HTTP connection pool."""
 
     def __init__(self, config: EmulateConfig) -> None:
         if config.nodes < 1:
             raise ValueError("--nodes: at least 1")
         self.config = config
-        # One connection pool per NODES_PER_POOL nodes: httpx's pool looks through its
-        # connections for each request, so one pool for thousands of long polls spent the
-        # emulator's CPU there (800 nodes managed ~15 syncs/s). One TLS context for all.
-        tls = httpx.create_ssl_context()
-        pools = math.ceil(config.nodes / NODES_PER_POOL)
-        size = 2 * NODES_PER_POOL + 4  # a long poll and a flush per node
-        self.channels = [
-            HttpAgentChannel(
-                config.server_url,
-                config.token,
-                transport=httpx.AsyncHTTPTransport(
-                    verify=tls, limits=httpx.Limits(max_connections=size)
-                ),
-            )
-            for _ in range(pools)
-        ]
+        # one channel, one connection pool, for all the nodes (pooled_channel's doc)
+        self.channel = PooledAgentChannel(config.server_url, config.token)
         first_seq = int(time.time() * 1000)
         self.nodes = [
             EmulatedNode(
                 f"{config.prefix}{config.first + i}",
-                self.channels[i // NODES_PER_POOL],
                 AgentState(
                     first_seq=first_seq,
                     validate=False,
@@ -208,6 +190,7 @@ class Emulator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.launched = 0
         self.finished = 0
+        self.flushes = 0  # non-waiting syncs sent
         self.refused = False  # the server refused the token (said once, then stop)
 
     # -- life ---------------------------------------------------------------------------
@@ -236,47 +219,53 @@ class Emulator:
                     handle.cancel()
                 if node.deadline is not None:
                     node.deadline.cancel()
-            for channel in self.channels:
-                await channel.aclose()
+            await self.channel.aclose()
         if refused is not None:
             raise refused
 
     async def _report_loop(self) -> None:
         """A line every ``REPORT_SECONDS``: how many nodes are registered, the syncs and
         failures since the last line, the jobs running."""
-        syncs = failures = 0
+        syncs = failures = flushes = 0
         while True:
             await asyncio.sleep(REPORT_SECONDS)
             now_syncs = sum(n.syncs for n in self.nodes)
             now_failures = sum(n.failures for n in self.nodes)
             log.info(
-                "%d/%d node(s) registered; %.1f syncs/s, %d failure(s); %d job(s) running, "
-                "%d launched, %d ended",
+                "%d/%d node(s) registered; %.1f syncs/s, %.1f flushes/s, %d failure(s); "
+                "%d job(s) running, %d launched, %d ended",
                 sum(n.registered for n in self.nodes),
                 len(self.nodes),
                 (now_syncs - syncs) / REPORT_SECONDS,
+                (self.flushes - flushes) / REPORT_SECONDS,
                 now_failures - failures,
                 sum(len(n.ends) for n in self.nodes),
                 self.launched,
                 self.finished,
             )
-            syncs, failures = now_syncs, now_failures
+            syncs, failures, flushes = now_syncs, now_failures, self.flushes
 
     # -- the network ----------------------------------------------------------------------
 
     async def _node_loop(self, node: EmulatedNode) -> None:
         rng = random.Random(node.name)
         failures = 0
-        # spread the first heartbeats over the interval, as N agents started apart would
+        # spread the registrations over a second (at most), not all in one instant
         await asyncio.sleep(rng.uniform(0, min(1.0, self.config.nodes / 2000)))
         while True:
             try:
+                wait = node.wait_seconds
                 if not node.registered:
                     assert self._gate is not None
                     async with self._gate:
                         await self._register(node)
-                request = self._sync_request(node, node.wait_seconds, with_usage=True)
-                reply = await node.channel.sync(node.name, request)
+                    # the first long poll ends at a random point of the interval, so that
+                    # the heartbeats are spread over it as N agents started apart have
+                    # them: nodes registered within seconds would otherwise all come
+                    # back together, a burst of N syncs every interval
+                    wait = rng.uniform(0.0, node.wait_seconds)
+                request = self._sync_request(node, wait, with_usage=True)
+                reply = await self.channel.sync(node.name, request)
             except CredentialRefused as err:
                 if self.refused:
                     raise  # said once for all the nodes
@@ -318,7 +307,7 @@ class Emulator:
             isolation="emulated",
             running=node.machine.running(),
         )
-        reply = await node.channel.register(request)
+        reply = await self.channel.register(request)
         node.wait_seconds = min(
             self.config.heartbeat_interval_seconds,
             reply.heartbeat_interval_seconds,
@@ -350,7 +339,8 @@ class Emulator:
     async def _flush(self, node: EmulatedNode) -> None:
         assert self._gate is not None
         try:
-            reply = await node.channel.sync(node.name, self._sync_request(node, 0.0))
+            self.flushes += 1
+            reply = await self.channel.sync(node.name, self._sync_request(node, 0.0))
         except CredentialRefused:
             return  # the long poll says so and stops the emulator
         except AgentChannelError as err:

@@ -4,9 +4,11 @@ A fresh PostgreSQL database, ``hal server`` in its own process, ``--nodes`` emul
 nodes in ``hal emulate`` processes of at most ``--nodes-per-process`` each (partition
 ``bulk``), and two more in partition ``probe`` that only the latency probes use. Then:
 
-1. the nodes register (``register_s``); with no job, the server's CPU over ``--idle``
+1. the nodes register (``register_s``; the emulators' CPU per node in that time:
+   ``emulator_register_cpu_ms``); with no job, the server's CPU over ``--idle``
    seconds is the cost of their heartbeats (``heartbeat_cpu_share``: of one core;
-   ``heartbeat_cpu_ms``: per long poll, from the heartbeats due in the window);
+   ``heartbeat_cpu_ms``: per long poll, from the heartbeats due in the window), and the
+   emulators' (``emulator_heartbeat_cpu_ms``, all their processes, per long poll);
 2. ``--jobs`` jobs of a mix (``MIX``: 1 to a whole node's CPUs, run times spread around
    ``--runtime``, 1 % failing, 1 % running past their limit) go in through the batch REST
    endpoint (``submit_per_s``) while partition ``bulk`` is down; then it is opened;
@@ -16,7 +18,10 @@ nodes in ``hal emulate`` processes of at most ``--nodes-per-process`` each (part
    queued job and ``hal squeue`` (p50/p99), the server's RSS (most seen) and its
    longest scheduling pass, forecast slice and cycle (``/v1/diag``'s max_pass_s,
    max_forecast_slice_s and max_cycle_s), and how late its event loop answered
-   (``event_loop_lag_max_s``, ``event_loop_lag_p99_s``);
+   (``event_loop_lag_max_s``, ``event_loop_lag_p99_s``), and the emulators' CPU
+   (``emulator_cpu_share``: of one core; ``emulator_cpu_ms_per_start``: per job start),
+   the server's per job start (``server_cpu_ms_per_start``) and the agents' syncs it
+   answered (``agent_syncs_per_s``: long polls and flushes);
 4. ``hal sacct`` of every job, and the database's size.
 
 Everything runs on this machine: the emulators, the database and the bench's own client
@@ -278,9 +283,10 @@ def run_scale_bench(
             server_ps = psutil.Process(server.pid)
             t0 = time.monotonic()
             emu = emulate_args(url, cpus, nodes, per_process)
-            start_emulators(spawn, emu, nodes, per_process, agents)
+            emulators = start_emulators(spawn, emu, nodes, per_process, agents)
             what = ["--nodes", str(PROBE_NODES), "--prefix", "probe", "--runtime", "1"]
-            spawn([*emu, *what, *QUIET], "emulate-probe.log", agents)
+            emulators.append(spawn([*emu, *what, *QUIET], "emulate-probe.log", agents))
+            emulators_ps = [psutil.Process(proc.pid) for proc in emulators]
             client = HalClient(url, admin)
             total = nodes + PROBE_NODES
             wait_until(
@@ -292,10 +298,12 @@ def run_scale_bench(
                 message=f"{total} emulated nodes to register",
             )
             register_s = time.monotonic() - t0
+            register_emu_cpu = _cpu(emulators_ps)  # (their start-up included)
             # heartbeats only: the server's CPU over the window
-            cpu0 = sum(server_ps.cpu_times()[:2])
+            cpu0, emu0 = sum(server_ps.cpu_times()[:2]), _cpu(emulators_ps)
             time.sleep(idle)
             hb_cpu = sum(server_ps.cpu_times()[:2]) - cpu0
+            hb_emu_cpu = _cpu(emulators_ps) - emu0
             polls = total * idle / heartbeat
             _say(f"{total} nodes up in {register_s:.1f} s; heartbeats: {hb_cpu / idle:.0%} CPU")
 
@@ -313,10 +321,11 @@ def run_scale_bench(
             started0 = _counter(metrics0, "hal_jobs_started_total")
             _open_bulk([*hal, "scontrol"], env)
             t_window = time.monotonic()
-            cpu_window = sum(server_ps.cpu_times()[:2])
+            cpu_window, emu_window = sum(server_ps.cpu_times()[:2]), _cpu(emulators_ps)
             seen = _sample(http, client, [*hal, "squeue"], env, server_ps, measure, samples)
             window = time.monotonic() - t_window
             cpu_window = sum(server_ps.cpu_times()[:2]) - cpu_window
+            emu_window = _cpu(emulators_ps) - emu_window
             pending = seen.pending
             if pending:  # (the last sample's may be a minute old on a loaded server)
                 pending = len(client.jobs(states=["PENDING"], validate=False))
@@ -355,13 +364,22 @@ def run_scale_bench(
         "mean_runtime_s": runtime,
         "emulator_processes": math.ceil(nodes / per_process) + 1,
         "register_s": round(register_s, 2),
+        # the emulators' CPU per node from their start to every node up
+        "emulator_register_cpu_ms": round(1000 * register_emu_cpu / (nodes + PROBE_NODES), 2),
         "heartbeat_interval_s": heartbeat,
         "heartbeat_cpu_share": round(hb_cpu / idle, 3),
         "heartbeat_cpu_ms": round(1000 * hb_cpu / polls, 3),
+        # the emulators' CPU (all their processes) per long poll in the heartbeat window
+        "emulator_heartbeat_cpu_ms": round(1000 * hb_emu_cpu / polls, 3),
         "submit_per_s": round(jobs / submit_s, 1),
         "window_s": round(window, 1),
         "starts_per_s": round(started / window, 1),
         "server_cpu_share": round(cpu_window / window, 3),  # of one core, in the window
+        "emulator_cpu_share": round(emu_window / window, 3),  # all of them, in the window
+        "server_cpu_ms_per_start": round(1000 * cpu_window / max(started, 1), 3),
+        # the agents' syncs (long polls and flushes) the server answered in the window
+        "agent_syncs_per_s": round(_agent_syncs(diag) / window, 1),
+        "emulator_cpu_ms_per_start": round(1000 * emu_window / max(started, 1), 3),
         "pending_at_end": pending,
         "queue_full": pending > 0,
         "submit_to_start_p50_s": round(lat_p50, 3),
@@ -392,6 +410,17 @@ def run_scale_bench(
         "event_loop_lag_p99_s": round(lag_p99, 3),
         "targets": TARGETS,
     }
+
+
+def _agent_syncs(diag: Mapping[str, Any]) -> int:
+    """The agents' syncs ``/v1/diag`` counted (its RPC statistics by route)."""
+    rows = diag.get("rpc_by_type") or []
+    return sum(int(r.get("count") or 0) for r in rows if str(r.get("name")).endswith("/sync"))
+
+
+def _cpu(processes: list[Any]) -> float:
+    """The user and system CPU seconds of ``processes`` (psutil's) so far."""
+    return sum(sum(p.cpu_times()[:2]) for p in processes)
 
 
 def _seconds(diag: Mapping[str, Any], key: str) -> float:

@@ -1,4 +1,5 @@
-"""The HTTP transport of the agent channel, tested at httpx's transport seam."""
+"""The HTTP transport of the agent channel, tested at httpx's transport seam; the
+leader-following tests run ``hal emulate``'s ``PooledAgentChannel`` too."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hal.agent.channel import (
     HttpAgentChannel,
     NodeForgotten,
 )
+from hal.agent.pooled_channel import PooledAgentChannel
 from hal.host.certs import init_ca, issue
 from hal.host.tls import server_context
 from hal.testing.failover_peer import FailoverPeer
@@ -121,7 +123,13 @@ def test_a_refused_token_carries_the_servers_reason() -> None:
     asyncio.run(scenario())
 
 
-def test_an_agent_given_several_servers_registers_with_the_leader() -> None:
+CHANNELS = [HttpAgentChannel, PooledAgentChannel]
+
+
+@pytest.mark.parametrize("make", CHANNELS)
+def test_an_agent_given_several_servers_registers_with_the_leader(
+    make: type[HttpAgentChannel | PooledAgentChannel],
+) -> None:
     """`hal agent --server DEAD --server STANDBY --server LEADER`: the registration goes
     past the dead address and the standby's redirect to the leader; with the leader gone
     too, the error names each address and what it answered."""
@@ -132,7 +140,7 @@ def test_an_agent_given_several_servers_registers_with_the_leader() -> None:
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
 
     async def scenario() -> None:
-        ch = HttpAgentChannel(f"{dead},{standby.url},{leader.url}", "s3cret")
+        ch = make(f"{dead},{standby.url},{leader.url}", "s3cret")
         registered = await ch.register(AgentRegister(node="n1", cpus=2, memory_bytes=1))
         assert registered.node == "n1" and ch.servers.leader == leader.url
         standby.leader_url = ""
@@ -152,8 +160,11 @@ def test_an_agent_given_several_servers_registers_with_the_leader() -> None:
     assert leader.registered == ["n1"] and standby.registered == []
 
 
+@pytest.mark.parametrize("make", CHANNELS)
 def test_an_agent_given_http_verifies_an_https_leader_with_the_site_ca(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make: type[HttpAgentChannel | PooledAgentChannel],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`hal agent --server http://STANDBY` whose standby redirects to a leader serving
     https with the site CA's certificate: the registration reaches the leader when
@@ -164,8 +175,8 @@ def test_an_agent_given_http_verifies_an_https_leader_with_the_site_ca(
     leader = FailoverPeer(tls=server_context(str(cert), str(key)))
     standby = FailoverPeer().standby(leader)
 
-    async def register() -> HttpAgentChannel:
-        ch = HttpAgentChannel(standby.url, "s3cret")
+    async def register() -> HttpAgentChannel | PooledAgentChannel:
+        ch = make(standby.url, "s3cret")
         try:
             await ch.register(AgentRegister(node="n1", cpus=2, memory_bytes=1))
         finally:

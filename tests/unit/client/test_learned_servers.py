@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hal.agent.channel import HttpAgentChannel
+from hal.agent.pooled_channel import PooledAgentChannel
 from hal.client import HalClient
 from hal.client import servers as servers_module
 from hal.client.config import ClientConfig
@@ -165,8 +166,9 @@ def test_a_standby_given_alone_is_followed_to_the_leader_and_both_are_learned(
     assert len(leader.accepted) == 1
 
 
+@pytest.mark.parametrize("make", [HttpAgentChannel, PooledAgentChannel])
 def test_an_agent_given_one_address_registers_with_the_server_it_learned(
-    peers: list[Peer],
+    make: type[HttpAgentChannel | PooledAgentChannel], peers: list[Peer]
 ) -> None:
     """An agent's channel (and ``hal emulate``'s) learns from its answers as the SDK
     does: given the first server alone, it registers with the second once the first is
@@ -175,7 +177,7 @@ def test_an_agent_given_one_address_registers_with_the_server_it_learned(
     first.servers = second.servers = f"{first.url},{second.url}"
 
     async def scenario() -> None:
-        ch = HttpAgentChannel(first.url, "s3cret")
+        ch = make(first.url, "s3cret")
         await ch.register(AgentRegister(node="n1", cpus=1, memory_bytes=1))
         assert ch.servers.learned == (second.url,)
         first.role = "lost"  # (it drops the kept-alive connection, as a killed one does)
