@@ -514,9 +514,7 @@ class _StateCollector(Collector):
 def _job_gauges(cluster: Cluster) -> Iterable[Metric]:
     by_state: Tally[tuple[str, str]] = Tally()
     pending: Tally[tuple[str, str]] = Tally()
-    for job in cluster.jobs.values():
-        if job.state.is_terminal:
-            continue  # finished jobs linger in the mirror for MinJobAge only
+    for job in cluster.unfinished.values():  # (not the finished ones kept for MinJobAge)
         by_state[(job.state.value.lower(), job.partition)] += 1
         if job.state is JobState.PENDING:
             pending[(job.partition, job.reason.value)] += 1
