@@ -35,6 +35,8 @@ PREEMPTED_BY = "preempted_by"
 PREEMPTING = "preempting"
 # job.extra key on a preempted job: how it is preempted (a ``PreemptMode`` value)
 PREEMPT_MODE = "preempt_mode"
+# job.extra key on a victim with a grace time (``hal.state.preempt``): when that time ends
+GRACE_END = "preempt_grace_end"
 _SUSPENDED, _COMPLETING = JobState.SUSPENDED, JobState.COMPLETING
 
 

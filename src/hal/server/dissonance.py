@@ -243,14 +243,21 @@ class DissonanceService:
         self._runs[job.id] = _Run(cls, start, shares, now)
         for name in shares:
             self._on.setdefault(name, set()).add(job.id)
-        self._retouch(shares, None)
+        if cls is None:
+            # a job of no class exposes its neighbours to nothing: only its own exposure
+            # is new (a start's neighbours were worked out again for each start: a
+            # plan's starts on full nodes held the event loop for it)
+            self._repace(job.id)
+        else:
+            self._retouch(shares, None)
 
     def _finish(self, job: Job, run: _Run, now: float) -> None:
         self._touch(run.shares, now)
         del self._runs[job.id]
         for name in run.shares:
             self._on.get(name, set()).discard(job.id)
-        self._retouch(run.shares, None)
+        if run.cls is not None:  # (one of no class exposed its neighbours to nothing)
+            self._retouch(run.shares, None)
         end = job.end_time if job.end_time is not None else now
         elapsed = max(end - run.start, 0.0)
         if job.spec.feedback_goals and run.cls is not None and elapsed >= MIN_RUN_S:

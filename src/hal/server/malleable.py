@@ -54,7 +54,7 @@ from hal.core.malleable import (
     plan_resizes,
     rates_by_size,
 )
-from hal.core.preemption import PREEMPTED_BY
+from hal.core.preemption import GRACE_END, PREEMPTED_BY
 from hal.core.profiles import PROFILE_CLASS
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.server.feedback import FeedbackService
@@ -353,7 +353,7 @@ def _settled(job: Job) -> bool:
         and job.allocation is not None
         and job.start_time is not None
         and preempt.REQUEUE not in job.extra
-        and preempt.GRACE_END not in job.extra
+        and GRACE_END not in job.extra
         and PREEMPTED_BY not in job.extra
         and preempt.INTERRUPTED not in job.extra
     )
@@ -400,7 +400,7 @@ def _ending(job: Job, now: float) -> Job:
     extra = {**job.extra, preempt.REQUEUE: "1"}
     grace = _grace(job)
     if grace > 0:
-        return job.evolve(extra={**extra, preempt.GRACE_END: repr(now + grace)})
+        return job.evolve(extra={**extra, GRACE_END: repr(now + grace)})
     return job.evolve(state=JobState.COMPLETING, extra=extra)
 
 

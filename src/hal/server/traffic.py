@@ -267,7 +267,7 @@ class TrafficService:
             self._identities_changed = True
 
     def _running(self) -> set[int]:
-        return {j.id for j in self.cluster.unfinished.values() if j.state.is_active}
+        return set(self.cluster.active_ids)  # (kept per change: no walk of the queue)
 
     # -- reading -------------------------------------------------------------------------
     def view(self) -> TrafficView:

@@ -11,6 +11,7 @@ parts could not be checked against a running Slurm).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import IntFlag
 
@@ -105,6 +106,7 @@ def parse_mail_type(text: str) -> int:
     return int(flags)
 
 
+@functools.lru_cache(maxsize=1024)  # (few distinct values; every job listed asks: Flag's & is slow)
 def mail_type_names(flags: int) -> str:
     """``BEGIN,END``, ``NONE``: print_mail_type's words, in its order."""
     names = [str(flag.name) for flag in _SHOWN_ORDER if flags & flag]

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from hal.core.job import Job
 from hal.core.node import Node
+from hal.core.preemption import GRACE_END
 from hal.core.states import JobState, NodeState
 from hal.state import preempt
 from hal.state.node_reasons import server_user
@@ -70,7 +71,7 @@ def lost_work(job: Job, state: str, end: float) -> float | None:
     if job.start_time is None:
         return 0.0
     elapsed = max(0.0, end - job.start_time)
-    grace_end = job.extra.get(preempt.GRACE_END)
+    grace_end = job.extra.get(GRACE_END)
     signalled = interrupted_at(job.extra) or job.extra.get(preempt.PREEMPT_TIME)
     handled = job.spec.signal is not None and signalled is not None
     if handled and grace_end and end < float(grace_end):
@@ -184,7 +185,7 @@ def _interrupted(cluster: Cluster, job: Job, notice: InterruptionNotice, now: fl
         extra[preempt.REQUEUE] = "1"
     grace = _grace(job, notice, now, cluster.config.kill_wait_seconds)
     if grace > 0 and job.state is JobState.RUNNING and job.launched:
-        extra[preempt.GRACE_END] = repr(now + grace)  # ended then (preempt.end_graced)
+        extra[GRACE_END] = repr(now + grace)  # ended then (preempt.end_graced)
         return job.evolve(extra=extra)
     return job.evolve(state=JobState.COMPLETING, extra=extra)
 

@@ -17,7 +17,7 @@ from hal.core.clock import Clock
 from hal.core.errors import InvalidRequest, NotFound
 from hal.core.job import Job
 from hal.core.node import Node, Partition
-from hal.core.preemption import holds_no_cpus, suspended_by_preemption
+from hal.core.preemption import GRACE_END, holds_no_cpus, suspended_by_preemption
 from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState
 from hal.core.topology_labels import label_path
@@ -40,6 +40,13 @@ class Mirror:
         # ids of the jobs suspended by preemption (``hal.state.preempt.resume_freed``
         # runs after every batch of finished jobs: it must not scan the whole queue)
         self.preempt_suspended: set[int] = set()
+        # ids of the pending and of the active (running, suspended, completing) jobs, and
+        # of the unfinished ones with a preemption grace time running (``GRACE_END``):
+        # what the housekeeping, the observability sample and the traffic graph read
+        # every second or five, kept per change so that none walks the whole queue
+        self.pending_ids: set[int] = set()
+        self.active_ids: set[int] = set()
+        self.graced: set[int] = set()
         self._nodes = NodeTable()
         # a snapshot's nodes, sorted by name, as of ``nodes.version``: sorting 10,000 of
         # them on every pass cost more than the pass's other bookkeeping
@@ -130,10 +137,15 @@ class Mirror:
             self.preempt_suspended.add(job.id)
         else:
             self.preempt_suspended.discard(job.id)
-        if job.state is JobState.PENDING or job.state.is_active:
-            self.unfinished[job.id] = job
+        state, jid = job.state, job.id
+        pending, active = state is JobState.PENDING, state.is_active
+        if pending or active:
+            self.unfinished[jid] = job
         else:
-            self.unfinished.pop(job.id, None)
+            self.unfinished.pop(jid, None)
+        _keep(self.pending_ids, jid, pending)
+        _keep(self.active_ids, jid, active)
+        _keep(self.graced, jid, (pending or active) and GRACE_END in job.extra)
         if job.array_job_id is not None and old is None:
             self.arrays.setdefault(job.array_job_id, []).append(job.id)
 
@@ -277,7 +289,8 @@ class Mirror:
 
     def has_pending(self) -> bool:
         """Whether a job is pending and not held (``snapshot``'s ``pending``)."""
-        return any(j.state is JobState.PENDING and not j.held for j in self.unfinished.values())
+        unfinished = self.unfinished
+        return any(not unfinished[i].held for i in self.pending_ids)
 
     def snapshot(self, *, made: bool = False) -> ClusterSnapshot:
         """The scheduler's view. ``made``: [cloud] nodes not made yet as if they were
@@ -366,3 +379,10 @@ def array_indices(text: str) -> list[range]:
         elif part:
             out.append(range(int(part), int(part) + 1))
     return out
+
+
+def _keep(ids: set[int], job_id: int, member: bool) -> None:
+    if member:
+        ids.add(job_id)
+    else:
+        ids.discard(job_id)

@@ -58,7 +58,7 @@ def test_an_overrun_needs_a_models_prediction(cluster: Cluster, clock: VirtualCl
         await cluster.load()
         for job_id in (1, 2):
             job = make_job(job_id).limit(86_400).running_on("n1", start=t - 3701).build()
-            cluster.jobs[job_id] = cluster.unfinished[job_id] = job
+            cluster.put(job)
         det = AnomalyDetector(cluster, CONFIG, predicted_at_start=predictions.get)
         await det.check(t)
         assert list(det.overruns) == [1]  # 3701 s > max(300, 100 + 3600)
@@ -72,7 +72,7 @@ def test_an_overrun_needs_a_models_prediction(cluster: Cluster, clock: VirtualCl
         assert finding.name == OVERRUNNING and finding.labels == {"job_id": "1", "node": "n1"}
         await det.check(t + 10)
         assert len(cluster.recent_events) == 1  # reported once per run
-        del cluster.unfinished[1]
+        cluster.put(cluster.jobs[1].evolve(state=JobState.COMPLETED, end_time=t + 15))
         await det.check(t + 20)
         assert det.overruns == {} and list(det.findings(t + 20)) == []
 
@@ -91,7 +91,7 @@ def test_time_spent_suspended_is_not_an_overrun(cluster: Cluster, clock: Virtual
         await cluster.load()
         job = make_job(1).limit(86_400).running_on("n1", start=t - 7350).build()
         extra = suspension(suspension(job.extra, t - 7300), t - 100)  # 7200 s suspended
-        cluster.jobs[1] = cluster.unfinished[1] = job.evolve(extra=extra)
+        cluster.put(job.evolve(extra=extra))
         det = AnomalyDetector(cluster, CONFIG, predicted_at_start={1: (100.0, 3)}.get)
         await det.check(t)
         assert det.overruns == {} and list(cluster.recent_events) == []
@@ -115,19 +115,19 @@ def test_suspending_an_overrunning_job_neither_resolves_nor_repeats_it(
     async def scenario() -> None:
         await cluster.load()
         job = make_job(1).limit(86_400).running_on("n1", start=t - 3701).build()
-        cluster.jobs[1] = cluster.unfinished[1] = job
+        cluster.put(job)
         det = AnomalyDetector(cluster, CONFIG, predicted_at_start={1: (100.0, 3)}.get)
         ev = AlertEvaluator(cluster, CONFIG, last_start=lambda: t, last_cycle_s=lambda: 0.0)
         ev.sources.append(det.findings)
         await det.check(t)
         assert [a.name for a in ev.evaluate(t)] == [OVERRUNNING]
         suspended = job.evolve(state=JobState.SUSPENDED, extra=suspension(job.extra, t + 5))
-        cluster.jobs[1] = cluster.unfinished[1] = suspended
+        cluster.put(suspended)
         await det.check(t + 10)
         assert ev.evaluate(t + 10) == [] and [a.name for a in ev.firing()] == [OVERRUNNING]
         resumed = suspended.evolve(state=JobState.RUNNING,
                                    extra=suspension(suspended.extra, t + 100))  # fmt: skip
-        cluster.jobs[1] = cluster.unfinished[1] = resumed
+        cluster.put(resumed)
         await det.check(t + 110)
         assert ev.evaluate(t + 110) == []
         assert [e.kind for e in cluster.recent_events] == ["job.overrunning"]

@@ -68,7 +68,7 @@ def anomalous_cluster(cluster: Cluster, clock: VirtualClock) -> HalMetrics:
         cluster.nodes = {"bad": make_node("bad").build(), "good": make_node("good").build()}
         hung = make_job(50).partition("gpu").limit(86_400).running_on("good", start=t - 3701)
         job = hung.build()
-        cluster.jobs[50] = cluster.unfinished[50] = job
+        cluster.put(job)
         det = AnomalyDetector(cluster, CONFIG, predicted_at_start=predictions.get)
         states = [JobState.FAILED, JobState.NODE_FAIL, JobState.FAILED, JobState.FAILED]
         det._on_jobs([ended(i, "bad", s, t - 100 + i) for i, s in enumerate(states)])

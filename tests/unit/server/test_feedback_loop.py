@@ -23,6 +23,7 @@ from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job
 from hal.core.job_rules import JobRule
 from hal.core.malleable import ACTION, NODES, MalleableRange
+from hal.core.preemption import GRACE_END
 from hal.core.priority import Qos, TresLimits
 from hal.core.profiles import CPU, MEMORY, PROFILE_CLASS
 from hal.core.states import JobState, PendingReason
@@ -86,7 +87,7 @@ def test_a_fallen_job_beside_a_clashing_neighbour_has_the_lower_priority_one_mov
     asyncio.run(loop.tick())
     moved = server.cluster.jobs[2]
     assert loop.moved == 1
-    assert moved.extra[preempt.REQUEUE] == "1" and preempt.GRACE_END in moved.extra
+    assert moved.extra[preempt.REQUEUE] == "1" and GRACE_END in moved.extra
     assert JobRule(job_id=1, required=False) in moved.spec.apart
     assert "fell and stayed down" in moved.extra[ACTION]
     assert preempt.REQUEUE not in server.cluster.jobs[1].extra  # the victim stays

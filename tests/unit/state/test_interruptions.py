@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from hal.core.clock import VirtualClock
 from hal.core.job import Job, SignalSpec
+from hal.core.preemption import GRACE_END
 from hal.core.states import JobState, NodeState
 from hal.state import agents, interruptions, preempt
 from hal.state.cluster import Cluster
@@ -53,7 +54,7 @@ def test_a_signal_job_checkpoints_until_kill_wait_before_the_machine_goes(
     assert signals(cluster, 1) == [signal.SIGUSR1]
     kill_wait = cluster.config.kill_wait_seconds
     grace_end = clock.now() + 120 - kill_wait  # not its 300 s: the machine goes first
-    assert float(cluster.jobs[1].extra[preempt.GRACE_END]) == grace_end
+    assert float(cluster.jobs[1].extra[GRACE_END]) == grace_end
     assert cluster.jobs[1].state is JobState.RUNNING
     clock.advance(120 - kill_wait)
     asyncio.run(preempt.end_graced(cluster))

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from hal.core.clock import VirtualClock
 from hal.core.job import Job, SignalSpec
+from hal.core.preemption import GRACE_END
 from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Plan, Preemption
 from hal.state import preempt
@@ -43,7 +44,7 @@ def test_with_grace_0_a_signal_job_gets_its_secs_to_checkpoint(
     preempt_for_high(cluster, clock, SignalSpec(signal.SIGUSR1, 45, batch_only=True))
     job = cluster.jobs[1]
     assert job.state is JobState.RUNNING  # still running: checkpointing
-    assert float(job.extra[preempt.GRACE_END]) == clock.now() + 45
+    assert float(job.extra[GRACE_END]) == clock.now() + 45
     assert signals(cluster, 1) == [signal.SIGUSR1]
     assert grace_given(cluster) == 45.0
     states = []
@@ -61,13 +62,13 @@ def test_the_signal_time_is_capped(cluster: Cluster, clock: VirtualClock) -> Non
 
 def test_a_configured_grace_time_wins(cluster: Cluster, clock: VirtualClock) -> None:
     preempt_for_high(cluster, clock, SignalSpec(signal.SIGUSR1, 45), grace_s=10.0)
-    assert float(cluster.jobs[1].extra[preempt.GRACE_END]) == clock.now() + 10
+    assert float(cluster.jobs[1].extra[GRACE_END]) == clock.now() + 10
     assert grace_given(cluster) == 10.0
 
 
 def test_without_signal_grace_0_ends_it_at_once(cluster: Cluster, clock: VirtualClock) -> None:
     preempt_for_high(cluster, clock, None)
     assert cluster.jobs[1].state is JobState.COMPLETING
-    assert preempt.GRACE_END not in cluster.jobs[1].extra
+    assert GRACE_END not in cluster.jobs[1].extra
     assert signals(cluster, 1) == []
     assert grace_given(cluster) == 0.0

@@ -186,7 +186,9 @@ class AnomalyDetector:
         if lookup is None:
             self.overruns = current
             return events
-        for job in self.cluster.unfinished.values():
+        unfinished = self.cluster.unfinished
+        # (the active jobs the mirror keeps, in id order: not a walk of the whole queue)
+        for job in (unfinished[i] for i in sorted(self.cluster.active_ids)):
             # a suspended job is still in its run (its elapsed time stands still): its
             # alert neither resolves nor fires again around a suspension
             if job.state not in _IN_RUN or job.start_time is None:

@@ -249,12 +249,8 @@ class ObservePlane:
             if used is not None:
                 a = used.allocated
                 a_cpus, a_mem, a_gpus = a_cpus + a.cpus, a_mem + a.memory_bytes, a_gpus + a.gpus
-        pending = running = 0
-        for job in c.jobs.values():
-            if job.state is JobState.PENDING:
-                pending += 1
-            elif job.state.is_active:
-                running += 1
+        # (counted per change by the mirror: a walk of every job held the loop)
+        pending, running = len(c.pending_ids), len(c.active_ids)
         return Sample(
             now, a_cpus, cpus, a_mem, mem, a_gpus, gpus, pending, running, up, len(c.nodes)
         )

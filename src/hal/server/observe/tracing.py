@@ -217,8 +217,15 @@ class JobTracer:
         for job in jobs:
             state = job.state
             trail = trails.get(job.id)
-            if trail is None and state is JobState.PENDING:
-                continue  # the common case (submit, hold): nothing to remember yet
+            if state is JobState.PENDING:
+                # the common case (submit, hold, a pass's reason): nothing to remember
+                # unless a run of it ends here (requeued)
+                if trail is not None and trail.attempts:
+                    current = trail.current
+                    if current is not None and job.restarts > current.attempt:
+                        current.end = self.clock.now()
+                        current.outcome = "requeued"
+                continue
             if state.is_active and job.start_time is not None:
                 trail = trail or self._trail(job.id)
                 current = trail.current
@@ -228,11 +235,6 @@ class JobTracer:
                     current = trail.attempts[-1]
                 if job.launched and current.launched_at is None:
                     current.launched_at = self.clock.now()
-            elif state is JobState.PENDING and trail is not None:
-                current = trail.current
-                if current is not None and job.restarts > current.attempt:
-                    current.end = self.clock.now()
-                    current.outcome = "requeued"
             elif state.is_terminal:
                 trails.pop(job.id, None)
                 if trail is not None:
