@@ -38,6 +38,9 @@ containers and CI:
 ``HAL_LOOP_STALL_LOG_S``          log the server's event loop held this long or longer,
                                   with where its thread was (its stacks); default 0, off
                                   (``hal.server.observe.loop_lag``)
+``HAL_GC_THAW_S``                 the server's heap is frozen after each full garbage
+                                  collection and thawed this often (default 600; 0:
+                                  never frozen; ``hal.server.observe.heap``)
 ``HAL_OUTPUT_RELAY_TIMEOUT_S``    how long a read of job output through the job's agent
                                   may take before ``hal logs`` gives up (default 10)
 ================================  ==========================================================
@@ -89,6 +92,7 @@ class ObserveConfig:
     output_relay_timeout_s: float = 10.0  # one read of job output through its agent
     plugin_timing_interval_s: float = 10.0  # one timed pass per this many seconds; <0 never
     loop_stall_log_s: float = 0.0  # log the event loop held this long, with its stacks; 0 off
+    gc_thaw_s: float = 600.0  # the heap frozen after each full collection, thawed this often
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObserveConfig:
@@ -130,6 +134,7 @@ class ObserveConfig:
                 "HAL_PLUGIN_TIMING_INTERVAL_S", base.plugin_timing_interval_s, minimum=None
             ),
             loop_stall_log_s=number("HAL_LOOP_STALL_LOG_S", base.loop_stall_log_s),
+            gc_thaw_s=number("HAL_GC_THAW_S", base.gc_thaw_s),
         )
 
 

@@ -34,6 +34,7 @@ from hal.scheduler.service import CycleStats, PassRunner, SchedulerService
 from hal.server.observe.alerts import Alert, AlertEvaluator, WebhookNotifier
 from hal.server.observe.anomalies import AnomalyDetector, StartLookup
 from hal.server.observe.diag import Counted
+from hal.server.observe.heap import HeapFreezer
 from hal.server.observe.loop_lag import LoopLag
 from hal.server.observe.metrics import HalMetrics, instrumented_decide
 from hal.server.observe.outputrelay import OutputRelay
@@ -117,6 +118,7 @@ class ObservePlane:
             self.metrics.loop_lag.observe if s.metrics else lambda lag: None,
             stall_log_s=s.loop_stall_log_s,
         )
+        self.heap = HeapFreezer(s.gc_thaw_s)
         self._tasks: list[asyncio.Task[None]] = []
         # (job id, end time) of the ends already counted, traced and logged, oldest first:
         # a later change to a finished job (``hal update``, ``scontrol update``) is
@@ -150,6 +152,7 @@ class ObservePlane:
         self._tasks = [
             asyncio.create_task(self._tick(), name="hal-observe-tick"),
             asyncio.create_task(self.loop_lag.run(), name="hal-loop-lag"),
+            asyncio.create_task(self.heap.run(), name="hal-heap"),
         ]
         if self.settings.webhooks:
             queue: asyncio.Queue[Alert] = asyncio.Queue()
