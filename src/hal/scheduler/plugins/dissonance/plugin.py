@@ -275,7 +275,9 @@ class _Nodes:
                 cells[at] -= part
                 if ls:
                     cells[at + _CLASSES] -= part
-                placed_on[row].pop(job_id, None)
+                there = placed_on.get(row)  # (not ``[row]``: no empty dict left behind)
+                if there is not None:
+                    there.pop(job_id, None)
             if said:
                 said.pop(row, None)
             if table is not None:  # the row's scores, for every key (and weighted)
