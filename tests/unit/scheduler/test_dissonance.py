@@ -162,6 +162,30 @@ def test_weighted_scores_are_the_scores_times_the_weight_bit_for_bit() -> None:
     assert len(seen) >= 6  # (the placements changed the scores: rows worked out afresh)
 
 
+def test_unreserve_takes_the_placement_back() -> None:
+    """Unreserve undoes Reserve: the node's scores as before it, bit for bit, the job
+    gone from the pass's placements, and no row listed that holds nothing."""
+    snap = _two().dissonance(VIEW).build()
+    ctx = PassContext.from_snapshot(snap)
+    plugin = dissonance.new({})
+    feasible = np.arange(2, dtype=np.intp)
+    request = NodeRequest(1, 2, None, 0, False)
+    built = _job(1, "memory").build()
+    state = CycleState()
+    assert plugin.pre_score(ctx, state, built, feasible).is_success
+    before = plugin.score(ctx, state, built, request, feasible).tobytes()
+    allocation = Allocation(("n0001",), (ResourceVector(2, GiB),))
+    plugin.reserve(ctx, state, built, allocation)
+    nodes = ctx.data.get(dissonance.NODES)
+    assert nodes is not None
+    assert set(nodes.placed) == {1}
+    assert plugin.score(ctx, state, built, request, feasible).tobytes() != before
+    plugin.unreserve(ctx, state, built, allocation)
+    assert not nodes.placed
+    assert not any(nodes.placed_on.values())
+    assert plugin.score(ctx, state, built, request, feasible).tobytes() == before
+
+
 def test_a_row_worked_out_afresh_is_the_product_the_plugin_had_before() -> None:
     """A placed-on row's scores come from ``dot`` (a vector by a matrix), which must be
     the same float64s as ``@`` of the same row (what the plugin's decisions were pinned

@@ -275,7 +275,9 @@ class _Nodes:
                 cells[at] -= part
                 if ls:
                     cells[at + _CLASSES] -= part
-                placed_on[row].pop(job_id, None)
+                there = placed_on.get(row)  # (not ``[row]``: no empty dict left behind)
+                if there is not None:
+                    there.pop(job_id, None)
             if said:
                 said.pop(row, None)
             if table is not None:  # the row's scores, for every key (and weighted)
@@ -515,30 +517,35 @@ class Dissonance:
         key = state.get(KEY)
         nodes = ctx.data.get(NODES)
         names = allocation.nodes
-        if key is not None and nodes is not None and len(names) == 1:
+        rows: tuple[tuple[int, float], ...]
+        if (
+            key is not None
+            and nodes is not None
+            and len(names) == 1
+            and (spot := ctx.nodes.index.get(names[0])) is not None
+        ):
             # scored (PreScore wrote the key in this context, having found the model and
             # the pass at its instant; Score made the pass's table), on one node: the
             # common case, without ``_rows``'s call
-            c = ctx.nodes.index.get(names[0])
-            if c is not None:
-                part = allocation.per_node[0].cpus * nodes.base.inv[c]
-                # (``min(1.0, part)``)
-                entry = (key[0], key[1], ((c, part if part < 1.0 else 1.0),))
-                note = self._note(ctx, nodes, state, key, c)
-                if note:
-                    add_placement_note(ctx.data, job.id, note)
-                nodes.add(job.id, entry, 1)
+            cls, ls = key
+            rows = ((spot, _share(allocation.per_node[0].cpus, nodes.base.inv[spot])),)
+        else:
+            view = ctx.snapshot.dissonance
+            if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
                 return SUCCESS
-        view = ctx.snapshot.dissonance
-        if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
-            return SUCCESS
-        cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
-        if cls is None:
-            return SUCCESS
-        nodes = nodes or self._nodes(ctx, view)
-        rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
-        if key is not None and len(rows) == 1 and len(names) == 1:
-            note = self._note(ctx, nodes, state, key, rows[0][0])
+            if key is not None:
+                cls, ls = key
+            else:
+                found = job_class(job, view)
+                if found is None:
+                    return SUCCESS
+                cls, ls = found, protected(job, view)
+            nodes = nodes or self._nodes(ctx, view)
+            rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
+            one = key is not None and len(rows) == 1 and len(names) == 1
+            spot = rows[0][0] if one else None  # (a note for one node, scored)
+        if spot is not None and key is not None:
+            note = self._note(ctx, nodes, state, key, spot)
             if note:
                 add_placement_note(ctx.data, job.id, note)
         nodes.add(job.id, (cls, ls, rows), 1)
@@ -744,9 +751,15 @@ def _rows(
     for name, held in zip(allocation.nodes, allocation.per_node, strict=False):
         row = index.get(name)
         if row is not None:
-            part = held.cpus * inv[row]
-            out.append((row, part if part < 1.0 else 1.0))  # (``min(1.0, part)``)
+            out.append((row, _share(held.cpus, inv[row])))
     return tuple(out)
+
+
+def _share(cpus: float, inv: float) -> float:
+    """The share of a node's CPUs that ``cpus`` of them are (``inv``: one over the
+    node's CPUs), at most the whole node: ``min(1.0, cpus * inv)``."""
+    part = cpus * inv
+    return part if part < 1.0 else 1.0
 
 
 def new(args: PluginArgs) -> Dissonance:
