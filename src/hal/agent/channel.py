@@ -26,7 +26,8 @@ runs the relay only for such channels.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 import httpx
@@ -45,6 +46,7 @@ REQUEST_TIMEOUT_SECONDS = 15.0
 ARTIFACT_READ_TIMEOUT_SECONDS = 60.0  # between two pieces of an artifact's content
 # a route through the cache tree: the server may write the whole content into the root first
 ROUTE_TIMEOUT_SECONDS = 300.0
+JSON_CONTENT = {"Content-Type": "application/json"}
 
 
 class AgentChannelError(Exception):
@@ -89,30 +91,31 @@ class OutputChannel(Protocol):
         ...
 
 
-class HttpAgentChannel:
-    """``server_url``: one address, or several (comma-separated) of which the leader is
-    found and followed."""
+class SendFailed(Exception):
+    """A transport's request that got no answer (refused, reset, timed out, a failed
+    handshake): ``error`` as the transport raised it, ``cause`` the ``OSError`` or
+    ``ssl.SSLError`` under it, which ``hal.host.tls.explain`` reads."""
 
-    def __init__(
-        self,
-        server_url: str,
-        token: str | None,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        headers = {"User-Agent": "hal-agent"}
+    def __init__(self, error: BaseException, cause: BaseException | None = None) -> None:
+        super().__init__(f"{error.__class__.__name__}: {error}")
+        self.cause = error if cause is None else cause
+
+
+class ServersChannel(ABC):
+    """What every transport of ``AgentChannel`` shares: the servers (``server_url``: one
+    address, or several, comma-separated, of which the leader is found and followed), the
+    TLS settings, the headers, ``register``, ``sync`` and the round of addresses each
+    request goes through (the module's doc). A transport implements ``_send`` alone."""
+
+    def __init__(self, server_url: str, token: str | None) -> None:
+        self.headers = {"User-Agent": "hal-agent"}
         if token:
-            headers["Authorization"] = f"Bearer {token}"
+            self.headers["Authorization"] = f"Bearer {token}"
         self.servers = LeaderChoice(server_urls(server_url) or (server_url,))
         self.server_url = ",".join(self.servers.urls)
-        self._http = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
-            transport=transport,
-            # HAL_CA_FILE, HAL_TLS_CERT (mutual TLS) where any is https: one site's
-            # servers share their CA
-            verify=verify_for(max(self.servers.urls, key=lambda url: url.startswith("https:"))),
-        )
+        # HAL_CA_FILE, HAL_TLS_CERT (mutual TLS) where any is https: one site's servers
+        # share their CA
+        self.tls = verify_for(max(self.servers.urls, key=lambda url: url.startswith("https:")))
 
     async def register(self, request: AgentRegister) -> AgentRegistered:
         body = await self._post("/v1/agent/register", request.model_dump_json(), None)
@@ -122,6 +125,56 @@ class HttpAgentChannel:
         timeout = request.wait_seconds + SYNC_GRACE_SECONDS
         body = await self._post(f"/v1/agent/{node}/sync", request.model_dump_json(), timeout)
         return AgentInstructions.model_validate_json(body)
+
+    @abstractmethod
+    async def aclose(self) -> None: ...
+
+    @abstractmethod
+    async def _send(
+        self, url: str, body: bytes, read_timeout: float
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """POST the JSON ``body`` to ``url`` with ``self.headers``, not following
+        redirects (the round does); the answer's status, headers (their names in lower
+        case, or a mapping that ignores their case) and body. ``SendFailed`` when no
+        answer came."""
+
+    async def _post(self, path: str, content: str, read_timeout: float | None) -> bytes:
+        data = content.encode()
+        rnd = self.servers.round()
+        while (server := rnd.next_url()) is not None:
+            try:
+                status, headers, body = await self._send(
+                    server + path, data, read_timeout or REQUEST_TIMEOUT_SECONDS
+                )
+            except SendFailed as failed:
+                rnd.failed(server, explain(failed.cause, server) or str(failed))
+                continue
+            if not rnd.answered(server, status, headers):
+                continue
+            if status >= 400:
+                raise refusal(path, status, body.decode(errors="replace"))
+            return body
+        raise unreachable(path, rnd)
+
+
+class HttpAgentChannel(ServersChannel):
+    """The agent's channel, on httpx (``ServersChannel``'s doc), with the artifacts, the
+    artifact routes and the output relay."""
+
+    def __init__(
+        self,
+        server_url: str,
+        token: str | None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(server_url, token)
+        self._http = httpx.AsyncClient(
+            headers=self.headers,
+            timeout=httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
+            transport=transport,
+            verify=self.tls,
+        )
 
     async def output(self, node: str, request: OutputPoll) -> OutputReads:
         timeout = request.wait_seconds + SYNC_GRACE_SECONDS
@@ -186,29 +239,17 @@ class HttpAgentChannel:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _post(self, path: str, content: str, read_timeout: float | None) -> bytes:
-        timeout = httpx.Timeout(
-            read_timeout or REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS
-        )
-        rnd = self.servers.round()
-        while (server := rnd.next_url()) is not None:
-            try:
-                response = await self._http.post(
-                    server + path,
-                    content=content,
-                    headers={"Content-Type": "application/json"},
-                    timeout=timeout,
-                )
-            except httpx.HTTPError as err:
-                refused = explain(err, server)
-                rnd.failed(server, refused or f"{err.__class__.__name__}: {err}")
-                continue
-            if not rnd.answered(server, response.status_code, response.headers):
-                continue
-            if response.status_code >= 400:
-                raise refusal(path, response.status_code, response.text)
-            return response.content
-        raise unreachable(path, rnd)
+    async def _send(
+        self, url: str, body: bytes, read_timeout: float
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT_SECONDS)
+        try:
+            response = await self._http.post(
+                url, content=body, headers=JSON_CONTENT, timeout=timeout
+            )
+        except httpx.HTTPError as err:
+            raise SendFailed(err) from err
+        return response.status_code, response.headers, response.content
 
 
 def refusal(path: str, status: int, text: str) -> AgentChannelError:

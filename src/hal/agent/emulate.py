@@ -29,8 +29,10 @@ emulated: no script runs, so none is started.
 Memory per node is bounded: the machine keeps its jobs (at most the node's CPUs' worth)
 and a fixed window of recently finished (job, attempt) pairs; the emulator holds one
 timer per running job and one per node's next deadline. The nodes share one HTTP
-connection pool (one connection per request in flight, as N agents would hold). Nothing
-in the server knows the difference: it sees N agents.
+connection pool (one connection per request in flight, as N agents would hold): at
+most two sockets a node, so ``hal emulate`` raises its soft limit on open files to the
+hard one (``raise_open_files``) and refuses N nodes that cannot fit. Nothing in the
+server knows the difference: it sees N agents.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import logging
 import math
 import random
 import re
+import resource
 import signal
 import time
 from dataclasses import dataclass, field
@@ -98,6 +101,8 @@ MAX_WAIT_SECONDS = 60.0
 FLUSH_COALESCE_SECONDS = 0.005
 MAX_BACKOFF_SECONDS = 30.0
 REPORT_SECONDS = 10.0
+SOCKETS_PER_NODE = 2  # its long poll and a flush beside it
+SPARE_FILES = 64  # the loop's, the log's, the resolver's ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +118,24 @@ class EmulateConfig:
     features: tuple[str, ...] = ()
     heartbeat_interval_seconds: float = 30.0  # at most; the server's interval wins below
     concurrency: int = 256  # registrations and flushes in flight at once
+
+
+def raise_open_files(nodes: int) -> int:
+    """Raise this process's soft limit on open files to its hard one, where it is lower,
+    so that ``nodes`` nodes' sockets fit (``SOCKETS_PER_NODE`` each); the limit now.
+    ``ValueError`` saying what to do when even the hard limit is too low."""
+    need = nodes * SOCKETS_PER_NODE + SPARE_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise ValueError(
+            f"{nodes} node(s) need about {need} open files and this process may open "
+            f"{hard} (`ulimit -Hn`): raise the hard limit, or run fewer nodes per process "
+            "(several `hal emulate --first` processes)"
+        )
+    if soft != resource.RLIM_INFINITY and soft < need:
+        soft = need if hard == resource.RLIM_INFINITY else hard
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return soft
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +211,7 @@ class Emulator:
         self._dirty_event: asyncio.Event | None = None
         self._gate: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._flushes: set[asyncio.Task[None]] = set()  # in flight, outside the TaskGroup
         self.launched = 0
         self.finished = 0
         self.flushes = 0  # non-waiting syncs sent
@@ -219,6 +243,9 @@ class Emulator:
                     handle.cancel()
                 if node.deadline is not None:
                     node.deadline.cancel()
+            for flush in self._flushes:
+                flush.cancel()
+            await asyncio.gather(*self._flushes, return_exceptions=True)
             await self.channel.aclose()
         if refused is not None:
             raise refused
@@ -323,7 +350,6 @@ class Emulator:
         """Reports made while a node's long poll waits go at once in a non-waiting sync,
         as the agent's flush loop sends them; a few ms gather a burst's."""
         assert self._dirty_event is not None and self._gate is not None
-        flushes: set[asyncio.Task[None]] = set()
         while True:
             await self._dirty_event.wait()
             await asyncio.sleep(FLUSH_COALESCE_SECONDS)
@@ -333,8 +359,8 @@ class Emulator:
                 if node.registered and node.machine.outbox:
                     await self._gate.acquire()
                     task = asyncio.create_task(self._flush(node))
-                    flushes.add(task)
-                    task.add_done_callback(flushes.discard)
+                    self._flushes.add(task)
+                    task.add_done_callback(self._flushes.discard)
 
     async def _flush(self, node: EmulatedNode) -> None:
         assert self._gate is not None

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -419,8 +419,15 @@ def _agent_syncs(diag: Mapping[str, Any]) -> int:
 
 
 def _cpu(processes: list[Any]) -> float:
-    """The user and system CPU seconds of ``processes`` (psutil's) so far."""
-    return sum(sum(p.cpu_times()[:2]) for p in processes)
+    """The user and system CPU seconds of ``processes`` (psutil's) so far; 0 for one that
+    has exited (an emulator whose token was refused), which its log says why."""
+    import psutil
+
+    total = 0.0
+    for process in processes:
+        with suppress(psutil.NoSuchProcess):
+            total += sum(process.cpu_times()[:2])
+    return total
 
 
 def _seconds(diag: Mapping[str, Any], key: str) -> float:

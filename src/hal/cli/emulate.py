@@ -67,7 +67,7 @@ def add_commands(sub: Any) -> None:
 
 def cmd_emulate(ns: argparse.Namespace) -> int:
     from hal.agent.channel import CredentialRefused
-    from hal.agent.emulate import EmulateConfig, Emulator
+    from hal.agent.emulate import EmulateConfig, Emulator, raise_open_files
     from hal.client.config import load_client_config
     from hal.slurm.syntax import parse_memory
 
@@ -75,6 +75,10 @@ def cmd_emulate(ns: argparse.Namespace) -> int:
         raise InvalidRequest(
             "--nodes, --cpus and --concurrency: at least 1; --first and --runtime: at least 0"
         )
+    try:
+        raise_open_files(ns.nodes)
+    except ValueError as err:
+        raise InvalidRequest(str(err), field="nodes") from None
     cfg = load_client_config(",".join(ns.server) if ns.server else None, ns.token)
     if not cfg.token:
         raise InvalidRequest(

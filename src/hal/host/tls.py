@@ -156,7 +156,7 @@ def explain(err: BaseException, host: str) -> str | None:
             f"the certificate of {host} is not signed by a CA this client trusts "
             f"({found.verify_message}): {CA_HINT}"
         )
-    reason = found.reason or str(found)
+    reason = getattr(found, "reason", None) or str(found)
     if reason == "WRONG_VERSION_NUMBER":
         return f"{host} does not speak TLS there: use http:// for it, or start it with TLS"
     if "CERTIFICATE_REQUIRED" in reason or "BAD_CERTIFICATE" in reason:

@@ -39,7 +39,10 @@ def test_the_scale_bench_reports_a_whole_run(pg_url: str) -> None:
     assert report["database_mib"] > 0  # (heartbeats: too few in 2 s to read a CPU tick)
     # the emulators registered their nodes and ran the jobs: their CPU is counted
     assert report["emulator_register_cpu_ms"] > 0 and report["emulator_cpu_share"] > 0
-    assert report["emulator_cpu_ms_per_start"] > 0 and "emulator_heartbeat_cpu_ms" in report
+    assert report["emulator_cpu_ms_per_start"] > 0
+    # (an emulator gone in the window would make it negative: its CPU then counts 0)
+    assert isinstance(report["emulator_heartbeat_cpu_ms"], float | int)
+    assert report["emulator_heartbeat_cpu_ms"] >= 0
     # a cycle is its pass and the forecast slice after it: neither outlasts the longest
     assert report["max_pass_s"] <= report["max_cycle_s"]
     assert report["max_forecast_slice_s"] <= report["max_cycle_s"]
