@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from hal.observe.config import ObserveConfig
-from hal.server.observe.heap import HeapFreezer
+from hal.server.observe.heap import COLLECTOR, HeapFreezer
 
 
 class Node:
@@ -28,70 +28,75 @@ def thawed() -> Iterator[None]:
     gc.unfreeze()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_a_full_collection_is_frozen_after_and_a_cycle_waits_for_the_thaw() -> None:
-    clock = Clock()
-    heap = HeapFreezer(thaw_s=60, clock=clock)
-    gc.callbacks.append(heap._on_gc)
+@pytest.fixture
+def joined() -> Iterator[None]:
+    COLLECTOR.join()
     try:
-        cycle = Node()
-        seen = weakref.ref(cycle)
-        gc.collect()  # (cycle alive: it survives, as the mirror's objects do)
-        assert heap.full_collections == 1
-        thawed = heap.step(0.0)
-        assert heap.freezes == 1 and gc.get_freeze_count() > 0 and thawed == 0.0
-        del cycle
-        gc.collect()
-        assert seen() is not None  # frozen: the collector does not walk it
-        heap.step(thawed)  # (that collection's survivors frozen too)
-        clock.now = 60.0
-        assert heap.step(thawed) == 60.0
-        assert heap.thaws == 1 and gc.get_freeze_count() == 0
-        gc.collect()
-        assert seen() is None  # thawed, the next full collection frees it
+        yield
     finally:
-        gc.callbacks.remove(heap._on_gc)
+        COLLECTOR.leave()
 
 
-def test_young_collections_freeze_nothing() -> None:
-    heap = HeapFreezer(thaw_s=60, clock=Clock())
-    gc.callbacks.append(heap._on_gc)
-    try:
-        gc.collect(0)
-        gc.collect(1)
-        heap.step(0.0)
-        assert heap.full_collections == 0 and gc.get_freeze_count() == 0
-    finally:
-        gc.callbacks.remove(heap._on_gc)
+@pytest.mark.usefixtures("joined")
+def test_a_full_collections_survivors_are_frozen_and_a_cycle_waits_for_the_thaw() -> None:
+    before = COLLECTOR.freezes
+    cycle = Node()
+    seen = weakref.ref(cycle)
+    gc.collect()  # (cycle alive: it survives, as the mirror's objects do)
+    assert COLLECTOR.freezes == before + 1 and gc.get_freeze_count() > 0
+    del cycle
+    gc.collect()
+    assert seen() is not None  # frozen: the collector does not walk it
+    gc.unfreeze()  # the thaw
+    gc.collect()
+    assert seen() is None  # the next full collection frees it
 
 
-def test_run_freezes_and_leaves_the_heap_thawed_when_cancelled() -> None:
-    async def scenario() -> int:
-        heap = HeapFreezer(thaw_s=600, check_s=0.01)
+@pytest.mark.usefixtures("joined")
+def test_young_collections_freeze_nothing_and_young_garbage_is_still_freed() -> None:
+    gc.collect()  # frozen
+    before = COLLECTOR.freezes
+    cycle = Node()
+    seen = weakref.ref(cycle)
+    del cycle
+    gc.collect(0)
+    assert seen() is None  # made after the freeze: a young collection frees it
+    gc.collect(1)
+    assert COLLECTOR.freezes == before
+
+
+def test_run_freezes_thaws_and_leaves_the_collector_as_it_was_when_cancelled() -> None:
+    async def scenario() -> tuple[int, int]:
+        heap = HeapFreezer(thaw_s=0.05)
         task = asyncio.create_task(heap.run())
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0)
         gc.collect()
-        await asyncio.sleep(0.05)
         frozen = gc.get_freeze_count()
+        await asyncio.sleep(0.08)
+        thawed = gc.get_freeze_count()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        assert heap._on_gc not in gc.callbacks
-        return frozen
+        assert heap.thaws >= 1
+        return frozen, thawed
 
-    assert asyncio.run(scenario()) > 0
-    assert gc.get_freeze_count() == 0
+    frozen, thawed = asyncio.run(scenario())
+    assert frozen > 0 and thawed == 0
+    assert COLLECTOR.on_gc not in gc.callbacks and COLLECTOR.users == 0
+
+
+def test_two_freezers_share_the_callback_and_the_last_to_stop_thaws() -> None:
+    COLLECTOR.join()
+    COLLECTOR.join()
+    assert gc.callbacks.count(COLLECTOR.on_gc) == 1
+    COLLECTOR.leave()
+    gc.collect()
+    assert gc.get_freeze_count() > 0  # the other still freezes
+    COLLECTOR.leave()
+    assert gc.get_freeze_count() == 0 and COLLECTOR.on_gc not in gc.callbacks
 
 
 def test_zero_freezes_nothing_and_the_setting_is_read() -> None:
     assert ObserveConfig.from_env({"HAL_GC_THAW_S": "0"}).gc_thaw_s == 0
     assert ObserveConfig.from_env({}).gc_thaw_s == 600
-    heap = HeapFreezer(thaw_s=0)
-    asyncio.run(heap.run())  # returns at once
-    assert heap._on_gc not in gc.callbacks
+    asyncio.run(HeapFreezer(thaw_s=0).run())  # returns at once
+    assert COLLECTOR.on_gc not in gc.callbacks
