@@ -94,19 +94,21 @@ def test_a_server_that_gives_no_answer_is_unavailable_not_a_crash() -> None:
     asyncio.run(scenario())
 
 
+REGISTERED = {
+    "node": "n1",
+    "heartbeat_interval_seconds": 5,
+    "node_timeout_seconds": 30,
+    "kill_wait_seconds": 7,
+    "kill": [3],
+    "server_time": 1.0,
+}
+
+
 def test_a_long_poll_may_take_its_wait_and_the_grace() -> None:
-    registered = {
-        "node": "n1",
-        "heartbeat_interval_seconds": 5,
-        "node_timeout_seconds": 30,
-        "kill_wait_seconds": 7,
-        "kill": [3],
-        "server_time": 1.0,
-    }
     synced = AgentInstructions(acked_seq=0, server_time=2.0).model_dump_json()
 
     async def scenario() -> Scripted:
-        ch = Scripted((200, {}, json.dumps(registered).encode()), (200, {}, synced.encode()))
+        ch = Scripted((200, {}, json.dumps(REGISTERED).encode()), (200, {}, synced.encode()))
         await ch.register(AgentRegister(node="n1", cpus=1, memory_bytes=1))
         await ch.sync("n1", AgentSync(wait_seconds=3))
         return ch
@@ -144,16 +146,7 @@ def test_register_and_sync_speak_the_wire_models_with_the_agents_headers(
         body = await request.read()
         seen.append((request.path, dict(request.headers), body))
         if request.path == "/v1/agent/register":
-            return web.json_response(
-                {
-                    "node": "n1",
-                    "heartbeat_interval_seconds": 5,
-                    "node_timeout_seconds": 30,
-                    "kill_wait_seconds": 7,
-                    "kill": [3],
-                    "server_time": 1.0,
-                }
-            )
+            return web.json_response(REGISTERED)
         acked = json.loads(body)["reports"][0]["seq"]
         return web.json_response(
             AgentInstructions(acked_seq=acked, server_time=2.0).model_dump(mode="json")
