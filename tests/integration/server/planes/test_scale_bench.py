@@ -45,7 +45,12 @@ def test_the_scale_bench_reports_a_whole_run(pg_url: str) -> None:
     assert report["emulator_heartbeat_cpu_ms"] >= 0
     # a cycle is its pass and the forecast slice after it: neither outlasts the longest
     assert report["max_pass_s"] <= report["max_cycle_s"]
-    assert report["passes"] >= 1 and 0 < report["pass_p99_s"] <= 2 * report["max_pass_s"]
+    assert report["passes"] >= 1
+    assert (
+        report["passes_over_2s"] == 0
+        if report["max_pass_s"] <= 2.048
+        else 1 <= report["passes_over_2s"] <= report["passes"]
+    )
     assert report["max_forecast_slice_s"] <= report["max_cycle_s"]
     # (this size never reaches max_job_starts: test_backfill_turn counts the turns)
     assert {"passes_capped", "passes_capped_backfilled", "backfill_cycles"} <= report.keys()
