@@ -22,8 +22,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-import time
-from collections.abc import Callable
 
 THAW_S = 600.0
 
@@ -66,20 +64,19 @@ class HeapFreezer:
     """While ``run`` runs: the heap frozen after each full collection, thawed every
     ``thaw_s``."""
 
-    def __init__(
-        self, thaw_s: float = THAW_S, *, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.thaw_s, self.clock = thaw_s, clock
+    def __init__(self, thaw_s: float = THAW_S, *, collector: _Collector | None = None) -> None:
+        self.thaw_s = thaw_s
+        self.collector = COLLECTOR if collector is None else collector
         self.thaws = 0
 
     async def run(self) -> None:
         if self.thaw_s <= 0:
             return
-        COLLECTOR.join()
+        self.collector.join()
         try:
             while True:
                 await asyncio.sleep(self.thaw_s)
                 gc.unfreeze()  # (the next full collection walks everything, then freezes)
                 self.thaws += 1
         finally:
-            COLLECTOR.leave()
+            self.collector.leave()
