@@ -32,14 +32,12 @@ class _Collector:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.users = 0
-        self.full_collections = 0
-        self.freezes = 0
+        self.freezes = 0  # full collections seen, each followed by a freeze
 
     def on_gc(self, phase: str, info: dict[str, int]) -> None:
         # (in whichever thread collected; at "stop" of a full collection only its
         # survivors are tracked, so they are what is frozen)
         if phase == "stop" and info["generation"] == 2:
-            self.full_collections += 1
             gc.freeze()
             self.freezes += 1
 
