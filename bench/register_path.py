@@ -35,6 +35,7 @@ import psutil
 import psycopg
 
 from hal.bench.scale import (
+    cpu_seconds,
     emulate_args,
     site,
     spawner,
@@ -42,15 +43,6 @@ from hal.bench.scale import (
     start_server,
 )
 from hal.testing.live import stop_process, wait_until
-
-
-def _cpu(procs: list[psutil.Process]) -> float:
-    """User and system CPU seconds of ``procs`` together (those gone count nothing)."""
-    total = 0.0
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            total += sum(p.cpu_times()[:2])
-    return total
 
 
 def _backends(conn: psycopg.Connection[Any], db: str) -> list[psutil.Process]:
@@ -88,7 +80,7 @@ def run(nodes: int, per_process: int, heartbeat: float, profile: str | None) -> 
             server = start_server(spawn, work, db, port, config, admin, timeout=120)
             server_ps = psutil.Process(server.pid)
             backends = _backends(watch, db)
-            server0, pg0 = _cpu([server_ps]), _cpu(backends)
+            server0, pg0 = cpu_seconds([server_ps]), cpu_seconds(backends)
             t0 = time.monotonic()
             emu = emulate_args(url, 16, nodes, per_process)
             emulators = start_emulators(spawn, emu, nodes, per_process, agents)
@@ -105,10 +97,10 @@ def run(nodes: int, per_process: int, heartbeat: float, profile: str | None) -> 
 
             wait_until(up, timeout=max(300.0, nodes / 5), interval=0.1, message="the nodes")
             wall = time.monotonic() - t0
-            server_cpu = _cpu([server_ps]) - server0
-            emulator_cpu = _cpu(emulator_ps)
+            server_cpu = cpu_seconds([server_ps]) - server0
+            emulator_cpu = cpu_seconds(emulator_ps)
             backends += [b for b in _backends(watch, db) if b.pid not in {p.pid for p in backends}]
-            pg_cpu = _cpu(backends) - pg0
+            pg_cpu = cpu_seconds(backends) - pg0
             for spy in spies:
                 stop_process(spy, sig=signal.SIGINT, timeout=30)
             row = watch.execute(

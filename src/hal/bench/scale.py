@@ -305,12 +305,12 @@ def run_scale_bench(
                 message=f"{total} emulated nodes to register",
             )
             register_s = time.monotonic() - t0
-            register_emu_cpu = _cpu(emulators_ps)  # (their start-up included)
+            register_emu_cpu = cpu_seconds(emulators_ps)  # (their start-up included)
             # heartbeats only: the server's CPU over the window
-            cpu0, emu0 = sum(server_ps.cpu_times()[:2]), _cpu(emulators_ps)
+            cpu0, emu0 = cpu_seconds([server_ps]), cpu_seconds(emulators_ps)
             time.sleep(idle)
-            hb_cpu = sum(server_ps.cpu_times()[:2]) - cpu0
-            hb_emu_cpu = _cpu(emulators_ps) - emu0
+            hb_cpu = cpu_seconds([server_ps]) - cpu0
+            hb_emu_cpu = cpu_seconds(emulators_ps) - emu0
             polls = total * idle / heartbeat
             _say(f"{total} nodes up in {register_s:.1f} s; heartbeats: {hb_cpu / idle:.0%} CPU")
 
@@ -328,11 +328,11 @@ def run_scale_bench(
             started0 = _counter(metrics0, "hal_jobs_started_total")
             _open_bulk([*hal, "scontrol"], env)
             t_window = time.monotonic()
-            cpu_window, emu_window = sum(server_ps.cpu_times()[:2]), _cpu(emulators_ps)
+            cpu_window, emu_window = cpu_seconds([server_ps]), cpu_seconds(emulators_ps)
             seen = _sample(http, client, [*hal, "squeue"], env, server_ps, measure, samples)
             window = time.monotonic() - t_window
-            cpu_window = sum(server_ps.cpu_times()[:2]) - cpu_window
-            emu_window = _cpu(emulators_ps) - emu_window
+            cpu_window = cpu_seconds([server_ps]) - cpu_window
+            emu_window = cpu_seconds(emulators_ps) - emu_window
             pending = seen.pending
             if pending:  # (the last sample's may be a minute old on a loaded server)
                 pending = len(client.jobs(states=["PENDING"], validate=False))
@@ -375,7 +375,7 @@ def run_scale_bench(
         "cpus_per_node": cpus,
         "queued_jobs": jobs,
         "mean_runtime_s": runtime,
-        "emulator_processes": math.ceil(nodes / per_process) + 1,
+        "emulator_processes": len(emulators_ps),
         "register_s": round(register_s, 2),
         # the emulators' CPU per node from their start to every node up
         "emulator_register_cpu_ms": round(1000 * register_emu_cpu / (nodes + PROBE_NODES), 2),
@@ -436,14 +436,14 @@ def _agent_syncs(diag: Mapping[str, Any]) -> int:
     return sum(int(r.get("count") or 0) for r in rows if str(r.get("name")).endswith("/sync"))
 
 
-def _cpu(processes: list[Any]) -> float:
+def cpu_seconds(processes: list[Any]) -> float:
     """The user and system CPU seconds of ``processes`` (psutil's) so far; 0 for one that
     has exited (an emulator whose token was refused), which its log says why."""
     import psutil
 
     total = 0.0
     for process in processes:
-        with suppress(psutil.NoSuchProcess):
+        with suppress(psutil.Error):  # (gone, or not ours to read)
             total += sum(process.cpu_times()[:2])
     return total
 

@@ -8,13 +8,13 @@ import sys
 
 import psutil
 
-from hal.bench.scale import _cpu
+from hal.bench.scale import cpu_seconds
 
 
 def test_an_exited_emulator_counts_no_cpu() -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone_ps = psutil.Process(gone.pid)
     gone.wait()  # exited and reaped: psutil raises NoSuchProcess for it
-    assert _cpu([gone_ps]) == 0
-    here = _cpu([psutil.Process()])
-    assert here > 0 and here <= _cpu([gone_ps, psutil.Process()]) <= here + 1
+    assert cpu_seconds([gone_ps]) == 0
+    here = cpu_seconds([psutil.Process()])
+    assert here > 0 and here <= cpu_seconds([gone_ps, psutil.Process()]) <= here + 1
