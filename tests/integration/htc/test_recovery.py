@@ -13,7 +13,6 @@ import httpx
 from hal.api.server import HalServer
 from hal.htc import HtcClient
 from hal.htc import protocol as p
-from hal.htc.process import BrokerProcess
 from hal.htc.rest import SessionTicket
 from hal.testing.live import LiveServer, wait_until
 
@@ -35,8 +34,8 @@ def test_killing_the_broker_reopens_journaled_sessions_and_loses_the_others(
     # the 41st can come back while the other worker still runs an earlier one, which the
     # kill then takes down with the broker (the first client had seen 40).
     assert [f.result(30) for f in futures[:41]] == [10] * 41
-    broker: BrokerProcess = cast(HalServer, server.server).ctx.htc_broker
-    assert broker.pid is not None
+    broker = cast(HalServer, server.server).ctx.htc_broker
+    assert broker is not None and broker.pid is not None
     os.kill(broker.pid, signal.SIGKILL)
     wait_until(lambda: not broker.running, timeout=5, message="the broker to die")
     wait_until(lambda: s.ended is not None, timeout=5, message="the client to see it")
@@ -73,7 +72,8 @@ def test_a_client_given_reattach_carries_on_through_a_broker_kill(
     s = hc.open_session(SLEEP, max_workers=2, journal=True, reattach=60)
     futures = s.submit_many([(10,)] * 200)
     futures[20].result(30)
-    broker: BrokerProcess = cast(HalServer, server.server).ctx.htc_broker
+    broker = cast(HalServer, server.server).ctx.htc_broker
+    assert broker is not None
     old_pid = broker.pid
     assert old_pid is not None
     os.kill(old_pid, signal.SIGKILL)
@@ -117,8 +117,8 @@ def test_outcomes_never_acknowledged_before_the_kill_all_reach_the_reattached_cl
             assert message is not None
             if message[0] == p.RESULTS:
                 seen += len(message[2]) // 3
-        broker: BrokerProcess = cast(HalServer, server.server).ctx.htc_broker
-        assert broker.pid is not None
+        broker = cast(HalServer, server.server).ctx.htc_broker
+        assert broker is not None and broker.pid is not None
         os.kill(broker.pid, signal.SIGKILL)
         wait_until(lambda: not broker.running, timeout=5, message="the broker to die")
     s.disconnect()
