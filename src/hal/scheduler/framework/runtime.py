@@ -714,7 +714,8 @@ class Framework:
         candidates: IndexArray,
     ) -> FloatArray | None:
         # Only PreScore's SKIP drops a Score (PreFilter's drops that plugin's Filter):
-        # a plugin may filter for some jobs and score for others (nvlink).
+        # a plugin may filter for some jobs and score for others (nvlink). A
+        # ``WeightedScorer`` may say None instead, with no PreScore of its own.
         skipped: set[str] = set()
         for pre in self.profile.pre_score:
             self._current = pre.name
