@@ -12,7 +12,7 @@ overhead by least CPU time and by the median of the paired passes' ratios, the n
 plugin's CPU against the old one's (median of the paired ratios), and whether both
 plugins' last plans (placements and notes) are the same. ``--neutral`` gives both
 plugins a matrix where nothing clashes (every score 100; as
-``dissonance_pass_instructions.py neutral``)::
+``dissonance_pass_instructions.py neutral``; each plugin takes its cheapest path there)::
 
     PYTHONPATH=src python bench/dissonance_pass_compare.py /tmp/old.py 41
 """

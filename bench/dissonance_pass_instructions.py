@@ -6,7 +6,8 @@ each, then runs PASSES more of one of them, each on a new snapshot as the bench 
 Run it under callgrind with 0 and with 3 passes: the difference over 3 is one pass's
 instructions, steady on a shared machine where CPU time varies by 15 %. ``neutral`` runs
 the plugin on a matrix where nothing clashes (every score 100): the same placements as
-``off``, no notes, so ``neutral`` less ``off`` is the plugin's own work. ``cold`` runs
+``off``, no notes; every key is then scored by one number and Reserve keeps nothing (a
+young model's case), so ``neutral`` less ``off`` is the plugin's cheapest path. ``cold`` runs
 ``on`` with no row's scores and no pending job's key kept from an earlier pass
 (``MIXES_KEPT`` and ``KEYS_KEPT`` 0: as in the first pass after the model changed)::
 

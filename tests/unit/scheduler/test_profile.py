@@ -36,8 +36,7 @@ def test_default_profile_wires_every_point() -> None:
         "nvlink",
         "affinity",
         "harmonic",
-        "dissonance",
-    ]
+    ]  # (dissonance: its Score says when it skips, ``WeightedScorer``)
     assert [p.name for p in profile.reserve] == [
         "dependency",
         "arraythrottle",

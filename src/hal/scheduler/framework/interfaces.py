@@ -209,11 +209,14 @@ class WeightedScorer(Protocol):
         job: Job,
         request: NodeRequest,
         feasible: IndexArray,
-    ) -> FloatArray:
+    ) -> FloatArray | None:
         """``score(...) * weight``, bit for bit (a new array), for a Score plugin that
-        keeps its scores weighted too: the runtime calls it instead of ``score`` for a
-        weight other than 1, and does not multiply (a numpy call less per job scored).
-        Not used with ``ScoreNormalizer``."""
+        keeps its scores weighted too: the runtime calls it instead of ``score``, and
+        does not multiply (a numpy call less per job scored). None: no opinion on this
+        job (as a PreScore's SKIP: nothing added, not in ``keys.NODE_SCORES``), so that
+        such a plugin needs no PreScore call per job. A 0-d array: the same score on
+        every candidate (added to each; no gather). Not used with
+        ``ScoreNormalizer``."""
         ...
 
 

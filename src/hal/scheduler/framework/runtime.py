@@ -714,7 +714,8 @@ class Framework:
         candidates: IndexArray,
     ) -> FloatArray | None:
         # Only PreScore's SKIP drops a Score (PreFilter's drops that plugin's Filter):
-        # a plugin may filter for some jobs and score for others (nvlink).
+        # a plugin may filter for some jobs and score for others (nvlink). A
+        # ``WeightedScorer`` may say None instead, with no PreScore of its own.
         skipped: set[str] = set()
         for pre in self.profile.pre_score:
             self._current = pre.name
@@ -734,12 +735,20 @@ class Framework:
                 if name in skipped:
                     continue
                 scores = score(ctx, state, job, request, candidates)
+                if scores is None:  # (a ``WeightedScorer`` with no opinion: SKIP)
+                    continue
                 if normalize is not None:
                     scores = normalize(scores)
                 if scores.shape != candidates.shape:
-                    raise ValueError(
-                        f"score returned {scores.shape[0]} values for {len(candidates)} nodes"
-                    )
+                    if scores.ndim:
+                        raise ValueError(
+                            f"score returned {scores.shape[0]} values for {len(candidates)} nodes"
+                        )
+                    # 0-d: the same score on every candidate (a ``WeightedScorer``'s,
+                    # without a gather); added to each (broadcast), or made a vector
+                    # when it comes first (argmax and argsort need one)
+                    if total is None:
+                        scores = np.full(candidates.shape, scores)
                 # (``weight`` is None where no multiply is needed: see ``_scorer``)
                 weighted = scores if weight is None else scores * weight
                 parts[name] = weighted
@@ -844,17 +853,19 @@ class Framework:
         return outcome
 
 
-ScoreCall = Callable[[PassContext, CycleState, Job, NodeRequest, IndexArray], FloatArray]
+# (None only from a ``WeightedScorer``: no opinion on the job)
+ScoreCall = Callable[[PassContext, CycleState, Job, NodeRequest, IndexArray], FloatArray | None]
 # (name, the call, the weight to multiply by or None, the normalizer)
 Scorer = tuple[str, ScoreCall, float | None, Callable[[FloatArray], FloatArray] | None]
 
 
 def _scorer(plugin: ScorePlugin, weight: float) -> Scorer:
     """How ``_score`` calls ``plugin``: x * 1.0 == x exactly, so a weight of 1 needs no
-    multiply (None), nor does a ``WeightedScorer``'s, which gives its scores weighted."""
+    multiply (None), nor does a ``WeightedScorer``'s, which gives its scores weighted
+    (and may say None: it has no opinion on the job; called at any weight for that)."""
     if isinstance(plugin, ScoreNormalizer):
         return (plugin.name, plugin.score, None if weight == 1 else weight, plugin.normalize_scores)
-    if weight != 1 and isinstance(plugin, WeightedScorer):
+    if isinstance(plugin, WeightedScorer):
         return (plugin.name, partial(plugin.weighted_score, weight), None, None)
     return (plugin.name, plugin.score, None if weight == 1 else weight, None)
 

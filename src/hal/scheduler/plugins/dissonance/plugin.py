@@ -47,7 +47,6 @@ from hal.scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
     FloatArray,
     IndexArray,
-    PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
     WeightedScorer,
@@ -60,7 +59,7 @@ from hal.scheduler.framework.keys import (
 from hal.scheduler.framework.node_table import IntArray
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.framework.status import SKIP, SUCCESS, Status
+from hal.scheduler.framework.status import SUCCESS, Status
 
 NAME = "dissonance"
 PROTECT = 4.0  # a latency-sensitive job's slowdown counts this many times
@@ -152,6 +151,7 @@ class _Nodes:
     updates: int  # ``base.updates`` when this pass took it
     lock: threading.Lock  # the plugin's, held while ``base`` is read
     coef: _Coef  # the pass's matrix as coefficients
+    view: DissonanceView  # the model it was made for (made only at the snapshot's instant)
     placed: dict[int, _Entry] = field(default_factory=dict)  # in this pass
     placed_on: defaultdict[int, dict[int, _Entry]] = field(
         default_factory=lambda: defaultdict(dict)
@@ -174,7 +174,7 @@ class _Nodes:
     # weight) → by_mix (see ``Dissonance._mixes``)
     mixes: dict[tuple[bytes, float], dict[bytes, bytes]] = field(default_factory=dict)
     # key → its column of scores and of weighted scores (views: ``add`` writes the
-    # table in place)
+    # table in place; a key nothing harms (``_Coef.flat``): its weighted score, 0-d)
     columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
     weighted_columns: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)
     # ``both`` as flat doubles and as bytes, and ``scores`` as bytes and as flat doubles:
@@ -250,7 +250,14 @@ class _Nodes:
             self.by_mix = kept
         elif weight != self.weight:
             return None
-        out = self.weighted_columns[key] = self.table()[:, _KEYS + self.coef.column(key)]
+        j = self.coef.column(key)
+        if self.coef.flat[j]:
+            # (the same on every row: MAX_NODE_SCORE × weight, as the table holds it, 0-d;
+            # the runtime adds it to every candidate's without a gather)
+            out = np.multiply(np.float64(MAX_NODE_SCORE), weight, out=np.empty(()))
+        else:
+            out = self.table()[:, _KEYS + j]
+        self.weighted_columns[key] = out
         return out
 
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
@@ -285,11 +292,11 @@ class _Nodes:
                 seen = raw[start : start + _ROW_BYTES].tobytes()
                 found = by_mix.get(seen)
                 if found is None:
-                    found = by_mix[seen] = self._row_scores(row)
+                    found = by_mix[seen] = self.row_scores(row)
                 start = row * _SCORES_BYTES
                 table[start : start + len(found)] = found
 
-    def _row_scores(self, row: int) -> bytes:
+    def row_scores(self, row: int) -> bytes:
         """Row ``row``'s scores worked out afresh, then weighted (once ``weight`` is
         set), as the bytes of their float64s: the row's product with the matrix in
         numpy (``dot``, a vector by a matrix: the same BLAS product as ``@``, bit for
@@ -358,12 +365,21 @@ class _Coef:
     # per key column: ``on_share``'s and ``on_guarded``'s, as Python floats (the note
     # weighs a node's mix by them: cheaper in Python than in numpy's small-array calls)
     columns: tuple[tuple[list[float], list[float]], ...] = field(init=False)
+    # per key column: nothing harms a job of that key (its coefficients all 0: it scores
+    # MAX_NODE_SCORE on every node, whatever the neighbours), and whether that holds for
+    # every key (a matrix where nothing clashes beyond the tolerance: a young model's
+    # priors)
+    flat: tuple[bool, ...] = field(init=False)
+    all_flat: bool = field(init=False)
 
     def __post_init__(self) -> None:
         both = np.vstack((self.on_share, self.on_guarded))
         object.__setattr__(self, "scaled", both / _SCALE)
         split = zip(self.on_share.T.tolist(), self.on_guarded.T.tolist(), strict=True)
         object.__setattr__(self, "columns", tuple(split))
+        flat = tuple(bool(x) for x in (both == 0.0).all(axis=0))
+        object.__setattr__(self, "flat", flat)
+        object.__setattr__(self, "all_flat", all(flat))
 
     @classmethod
     def of(cls, logs: FloatArray, protect: float) -> _Coef:
@@ -388,7 +404,7 @@ NODES: StateKey[_Nodes] = StateKey("dissonance.nodes")
 CLASSES_BY_SPEC: StateKey[dict[int, str | None]] = StateKey("dissonance.classes_by_spec")
 _UNSET = "\0"
 _NO_VIEW = object()
-# Per job: (class, latency-sensitive) (PreScore → Score and Reserve).
+# Per job: (class, latency-sensitive) (Score → Reserve).
 KEY: StateKey[tuple[str, bool]] = StateKey("dissonance.key")
 
 
@@ -412,41 +428,42 @@ class Dissonance:
         # see mostly the same nodes with the same neighbours (the matrix changes when
         # the model learns: then they start afresh)
         self._mixes: dict[tuple[bytes, float], dict[bytes, bytes]] = {}
-        # pending jobs' keys (PreScore's) by id, with the job object they were made for,
+        # the matrix as coefficients, for the view it was made from (most passes see the
+        # same view: the model is published anew when it learns)
+        self._coef_of: tuple[DissonanceView, _Coef] | None = None
+        # pending jobs' keys (``job_key``'s) by id, with the job object they were made for,
         # for the view they were made under: a pending job that is the same object under
         # the same view has the same class and mark (a frozen Job is not changed in
         # place); most pending jobs are scored again pass after pass
         self._keys: dict[int, tuple[Job, tuple[str, bool] | None]] = {}
         self._keys_view: object = _NO_VIEW  # (never a snapshot's: None is checked)
 
-    # -- PreScore ---------------------------------------------------------------------
+    # -- Score ------------------------------------------------------------------------
 
-    def pre_score(
-        self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray
-    ) -> Status:
+    def job_key(self, ctx: PassContext, job: Job) -> tuple[str, bool] | None:
+        """The job's (class, latency-sensitive) for this pass; None where the plugin has
+        no opinion (as a PreScore's SKIP): no model, no class for the job, or a
+        reservation in the future (backfill planning a later start: who will be its
+        neighbours then is unknown)."""
         snapshot = ctx.snapshot
         view = snapshot.dissonance
         if view is not self._keys_view:  # (the keys kept are for one view, with a matrix)
             if view is None or not view.slowdown:
-                return SKIP
+                return None
             self._keys = {}
             self._keys_view = view
         if ctx.now > snapshot.now:
-            return SKIP  # (a reservation in the future: who will be its neighbours is unknown)
+            return None
         keys = self._keys
         if len(keys) > KEYS_KEPT:
             keys = self._keys = {}
         known = keys.get(job.id)
         if known is not None and known[0] is job:
-            key = known[1]
-        else:
-            assert view is not None  # (``_keys_view`` never is)
-            key = self._key(ctx, job, view)
-            keys[job.id] = (job, key)
-        if key is None:
-            return SKIP
-        state.write(KEY, key)
-        return SUCCESS
+            return known[1]
+        assert view is not None  # (``_keys_view`` never is)
+        key = self._key(ctx, job, view)
+        keys[job.id] = (job, key)
+        return key
 
     def _key(self, ctx: PassContext, job: Job, view: DissonanceView) -> tuple[str, bool] | None:
         """The job's (class, latency-sensitive); None: no class."""
@@ -466,8 +483,6 @@ class Dissonance:
             return None
         return cls, extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected
 
-    # -- Score ------------------------------------------------------------------------
-
     def score(
         self,
         ctx: PassContext,
@@ -476,10 +491,13 @@ class Dissonance:
         request: NodeRequest,
         feasible: IndexArray,
     ) -> FloatArray:
-        key = state.get(KEY)
+        """The job's scores (zeros where it has no opinion: the runtime calls
+        ``weighted_score``, which says None then)."""
+        key = self.job_key(ctx, job)
         view = ctx.snapshot.dissonance
-        if key is None or view is None:  # PreScore skips; kept for a direct call
+        if key is None or view is None:
             return np.zeros(len(feasible))
+        state.write(KEY, key)
         out: FloatArray = self._nodes(ctx, view).scores_of(key)[feasible]
         return out
 
@@ -491,22 +509,38 @@ class Dissonance:
         job: Job,
         request: NodeRequest,
         feasible: IndexArray,
-    ) -> FloatArray:
+    ) -> FloatArray | None:
         """``score(...) * weight``, bit for bit: a gather from the pass's weighted table
-        (``interfaces.WeightedScorer``: the runtime then does not multiply)."""
-        key = state.get(KEY)
+        (``interfaces.WeightedScorer``: the runtime then does not multiply); None where
+        the plugin has no opinion on the job (``job_key``: nothing is added). Also the
+        plugin's PreScore: the key is written for Reserve."""
+        # (the usual case first, as ``job_key`` and ``weighted_of`` would find it: the
+        # pass's table made, which says that this context is at the snapshot's instant
+        # with a model, and the job's key kept under this view)
         nodes = ctx.data.get(NODES)
-        if key is not None and nodes is not None and weight == nodes.weight:
-            found = nodes.weighted_columns.get(key)  # (after the key's first Score)
-            if found is not None:
-                out: FloatArray = found[feasible]
-                return out
+        if nodes is not None and weight == nodes.weight and nodes.view is self._keys_view:
+            known = self._keys.get(job.id)
+            if known is not None and known[0] is job:
+                key = known[1]
+                if key is None:
+                    return None
+                found = nodes.weighted_columns.get(key)  # (after the key's first Score)
+                if found is not None:
+                    state[KEY] = key  # (``state.write`` without its call)
+                    # (0-d: the same on every node, ``_Coef.flat``)
+                    out: FloatArray = found[feasible] if found.ndim else found
+                    return out
+        key = self.job_key(ctx, job)
         view = ctx.snapshot.dissonance
-        if key is None or view is None:  # PreScore skips; kept for a direct call
-            return np.zeros(len(feasible))
-        nodes = nodes or self._nodes(ctx, view)
+        if key is None or view is None:
+            return None
+        state.write(KEY, key)
+        nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
         column = nodes.weighted_of(key, weight)
-        out = nodes.scores_of(key)[feasible] * weight if column is None else column[feasible]
+        if column is None:
+            out = nodes.scores_of(key)[feasible] * weight
+        else:
+            out = column[feasible] if column.ndim else column
         return out
 
     # -- Reserve ----------------------------------------------------------------------
@@ -515,37 +549,84 @@ class Dissonance:
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
     ) -> Status:
         key = state.get(KEY)
-        nodes = ctx.data.get(NODES)
         names = allocation.nodes
-        rows: tuple[tuple[int, float], ...]
-        if (
-            key is not None
-            and nodes is not None
-            and len(names) == 1
-            and (spot := ctx.nodes.index.get(names[0])) is not None
-        ):
-            # scored (PreScore wrote the key in this context, having found the model and
-            # the pass at its instant; Score made the pass's table), on one node: the
-            # common case, without ``_rows``'s call
-            cls, ls = key
-            rows = ((spot, _share(allocation.per_node[0].cpus, nodes.base.inv[spot])),)
-        else:
-            view = ctx.snapshot.dissonance
-            if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
+        if key is not None and len(names) == 1:
+            # scored (Score wrote the key in this context, having found the model and
+            # the pass at its instant, and made the pass's table), on one node: the
+            # common case, in one go (``_note``'s first steps and ``_Nodes.add``'s for
+            # one row written out here: each call and look-up saved is a share of the
+            # plugin's cost, issue 53)
+            data = ctx.data
+            nodes = data.get(NODES)
+            c = ctx.nodes.index.get(names[0])
+            if (
+                nodes is not None
+                and c is not None
+                and (cells := nodes.score_cells) is not None
+                and (table := nodes.scores_raw) is not None
+            ):
+                coef = nodes.coef
+                if coef.all_flat:  # (every score MAX_NODE_SCORE whatever the mix: no
+                    return SUCCESS  # row to work out again, no note)
+                part = allocation.per_node[0].cpus * nodes.base.inv[c]
+                if not part < 1.0:  # (``_share``: at most the whole node)
+                    part = 1.0
+                j = _COLUMN[key]
+                here = cells[c * _ROW_SCORES + j]
+                scored = state.get(NODE_SCORES)
+                # (no node scores below 0: ``here`` under NOTE_MIN, no move worth a note;
+                # nor where the key scores the same on every node)
+                if scored is not None and not here < NOTE_MIN and not coef.flat[j]:
+                    candidates, parts = scored
+                    # the other scores' sum, in the order the framework added them
+                    without: FloatArray | None = None
+                    scored_here = False
+                    for name, other in parts.items():
+                        if name == NAME:
+                            scored_here = True
+                        else:
+                            without = other if without is None else without + other
+                    if scored_here and without is not None:
+                        # (where this score is the same on every node, the others'
+                        # pick is the job's)
+                        a: int = candidates.item(without.argmax(out=nodes.best))
+                        if c != a and not here - cells[a * _ROW_SCORES + j] < NOTE_MIN:
+                            note = self._said(ctx, nodes, key, j, a, c)
+                            if note:
+                                add_placement_note(data, job.id, note)
+                # ``nodes.add`` for one row
+                entry = (key[0], key[1], ((c, part),))
+                nodes.placed[job.id] = entry
+                both = nodes.cells
+                at = c * _WIDTH + _INDEX[key[0]]
+                both[at] += part
+                if key[1]:
+                    both[at + _CLASSES] += part
+                nodes.placed_on[c][job.id] = entry  # (a defaultdict)
+                if nodes.said:
+                    nodes.said.pop(c, None)
+                start = c * _ROW_BYTES
+                seen = nodes.raw[start : start + _ROW_BYTES].tobytes()
+                done = nodes.by_mix.get(seen)
+                if done is None:
+                    done = nodes.by_mix[seen] = nodes.row_scores(c)
+                start = c * _SCORES_BYTES
+                table[start : start + len(done)] = done
                 return SUCCESS
-            if key is not None:
-                cls, ls = key
-            else:
-                found = job_class(job, view)
-                if found is None:
-                    return SUCCESS
-                cls, ls = found, protected(job, view)
-            nodes = nodes or self._nodes(ctx, view)
-            rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
-            one = key is not None and len(rows) == 1 and len(names) == 1
-            spot = rows[0][0] if one else None  # (a note for one node, scored)
-        if spot is not None and key is not None:
-            note = self._note(ctx, nodes, state, key, spot)
+        view = ctx.snapshot.dissonance
+        if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
+            return SUCCESS
+        if key is not None:
+            cls, ls = key
+        else:
+            found = job_class(job, view)
+            if found is None:
+                return SUCCESS
+            cls, ls = found, protected(job, view)
+        nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
+        rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
+        if key is not None and len(rows) == 1 and len(names) == 1:
+            note = self._note(ctx, nodes, state, key, rows[0][0])  # (a node not in the table)
             if note:
                 add_placement_note(ctx.data, job.id, note)
         nodes.add(job.id, (cls, ls, rows), 1)
@@ -597,6 +678,13 @@ class Dissonance:
         a: int = candidates.item(without.argmax(out=nodes.best))
         if c == a or here - cells[a * _ROW_SCORES + j] < NOTE_MIN:
             return ""  # (not moved, or a clash too mild to be worth saying)
+        return self._said(ctx, nodes, key, j, a, c)
+
+    def _said(
+        self, ctx: PassContext, nodes: _Nodes, key: tuple[str, bool], j: int, a: int, c: int
+    ) -> str:
+        """The note of a job of ``key`` (key column ``j``) placed on row ``c``, passed
+        over row ``a`` because of a neighbour there; "" where none is found."""
         names = ctx.nodes.names
         # (the words kept for the row hold only while the running jobs' shares are the
         # ones the pass began with: see ``one_of``)
@@ -605,7 +693,7 @@ class Dissonance:
         if kept is not None and j in kept:
             words = kept[j]
         else:
-            view = ctx.snapshot.dissonance  # (there: PreScore wrote the key)
+            view = ctx.snapshot.dissonance  # (there: Score wrote the key)
             assert view is not None
             words = self._words(nodes, view, key[0], j, a, names[a])
             if fresh:
@@ -674,8 +762,13 @@ class Dissonance:
         with self._lock:  # (a what-if pass may run beside the scheduler's)
             base = self._base_for(ctx, view)
             both = np.hstack((base.share, base.guarded))  # (a copy: the pass writes it)
-            coef = self._coef(view)
-            found = _Nodes(both, base, base.updates, self._lock, coef, mixes=self._mixes)
+            kept = self._coef_of
+            if kept is not None and kept[0] is view:  # (a view is not changed in place)
+                coef = kept[1]
+            else:
+                coef = self._coef(view)
+                self._coef_of = (view, coef)
+            found = _Nodes(both, base, base.updates, self._lock, coef, view, mixes=self._mixes)
         ctx.data.write(NODES, found)
         return found
 
@@ -778,7 +871,6 @@ def new(args: PluginArgs) -> Dissonance:
 
 
 # The extension points this plugin serves, checked by mypy here.
-_PRE_SCORE: type[PreScorePlugin] = Dissonance
 _SCORE: type[ScorePlugin] = Dissonance
 _WEIGHTED: type[WeightedScorer] = Dissonance
 _RESERVE: type[ReservePlugin] = Dissonance
