@@ -15,6 +15,7 @@ from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState
 from hal.scheduler.framework.interfaces import FloatArray, IndexArray, WeightedScorer
 from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.framework.timing import EXTENSION_POINTS, timed_profile, unwrapped
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
 from hal.testing import cluster, make_job
@@ -60,17 +61,17 @@ class _Opinionless:
         return None
 
 
-def _with(plugin: object) -> Scheduler:
+def _with(plugin: _Says | _Opinionless) -> Scheduler:
     registry = default_registry()
-    registry.register(plugin.name, lambda args: plugin)  # type: ignore[attr-defined]
+    registry.register(plugin.name, lambda args: plugin)
     config = default_profile()
     plugins = config["plugins"]
     assert isinstance(plugins, list)
-    plugins.append(plugin.name)  # type: ignore[attr-defined]
+    plugins.append(plugin.name)
     return build_scheduler(config, registry)
 
 
-def _snapshot():  # type: ignore[no-untyped-def]
+def _snapshot() -> ClusterSnapshot:
     pending = [make_job(k).cpus(2) for k in range(1, 4)]
     return cluster().uniform_nodes(3, cpus=8).pending(*pending).build()
 
