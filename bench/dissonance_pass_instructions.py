@@ -6,10 +6,13 @@ each, then runs PASSES more of one of them, each on a new snapshot as the bench 
 Run it under callgrind with 0 and with 3 passes: the difference over 3 is one pass's
 instructions, steady on a shared machine where CPU time varies by 15 %. ``neutral`` runs
 the plugin on a matrix where nothing clashes (every score 100): the same placements as
-``off``, no notes; every key is then scored by one number and Reserve keeps nothing (a
-young model's case), so ``neutral`` less ``off`` is the plugin's cheapest path. ``cold`` runs
-``on`` with no row's scores and no pending job's key kept from an earlier pass
-(``MIXES_KEPT`` and ``KEYS_KEPT`` 0: as in the first pass after the model changed)::
+``off``, no notes; every key is then scored by one number and Reserve keeps nothing for
+a job scored and placed on one node (a young model's case; a job on several nodes is
+still added to the pass's shares), so ``neutral`` less ``off`` is the plugin's cheapest
+path. ``cold`` runs ``on`` with nothing kept from an earlier pass: no row's scores, no
+pending job's key (``MIXES_KEPT`` and ``KEYS_KEPT`` 0) and the matrix's coefficients
+worked out again (``_coef_of`` dropped before each pass), as in the first pass after
+the model changed::
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
         python bench/dissonance_pass_instructions.py off 0    # (then off 3, on 3, neutral 3...)
@@ -37,6 +40,7 @@ import time
 
 from hal.bench.dissonance_pass import _snapshot, classed_workload, schedulers
 from hal.core.profiles import CLASSES
+from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins.dissonance import plugin
 
 
@@ -54,9 +58,17 @@ def main() -> None:
     neutral = dataclasses.replace(view, slowdown=calm)
     if ns.mode == "cold":
         plugin.MIXES_KEPT = 0  # (each pass's first Score drops the mixes kept before)
-        plugin.KEYS_KEPT = 0  # (and each PreScore the pending jobs' keys)
+        plugin.KEYS_KEPT = 0  # (and each Score the pending jobs' keys)
     modes = {"on": (on, view), "cold": (on, view), "neutral": (on, neutral), "off": (off, None)}
     scheduler, v = modes[ns.mode]
+    kept = [p for p, _ in scheduler.profile.score if isinstance(p, plugin.Dissonance)]
+
+    def run(snap: ClusterSnapshot) -> None:
+        if ns.mode == "cold":
+            for p in kept:
+                p._coef_of = None  # (the coefficients worked out again, as for a new view)
+        scheduler.run_pass(snap, backfill=True)
+
     if ns.gate:
         snaps = [
             _snapshot(dataclasses.replace(workload, running=tuple(workload.running)), r + 1, v)
@@ -68,11 +80,11 @@ def main() -> None:
         while not pathlib.Path(f"{ns.gate}.go").exists():
             time.sleep(0.05)
         for snap in snaps:
-            scheduler.run_pass(snap, backfill=True)
+            run(snap)
         return
     for r in range(ns.passes):
         fresh = dataclasses.replace(workload, running=tuple(workload.running))
-        scheduler.run_pass(_snapshot(fresh, r + 1, v), backfill=True)
+        run(_snapshot(fresh, r + 1, v))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """dissonance: what the plugin keeps to cost less per job (issue 53) gives the scores and
 decisions it would give without it — the matrix's coefficients kept per view, a key
 nothing harms scored by one number, the pass's table read by the Score fast path after
-a node's neighbours changed, and the runtime's handling of a 0-d or no score."""
+a node's neighbours changed, and the runtime's handling of a 0-d or no score — and
+that none of it scores a placement at a later instant (backfill's reservations)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hal.core.dissonance import DissonanceView
 from hal.core.job import Allocation
@@ -13,6 +15,8 @@ from hal.core.profiles import CLASSES, PROFILE_CLASS
 from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.interfaces import MAX_NODE_SCORE
+from hal.scheduler.framework.keys import PLAN_START
 from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.scheduler.plugins.dissonance import plugin as dissonance
@@ -148,3 +152,53 @@ def test_a_constant_score_first_among_the_scorers_decides_as_it_does_last() -> N
         (p.job_id, p.allocation.nodes, p.note) for p in last.placements
     ]
     assert any(p.note for p in last.placements)
+
+
+def test_a_reservation_at_a_later_start_gets_no_opinion() -> None:
+    """Backfill reserves a later start in the pass's own context (``PLAN_START`` past
+    ``now``, ``now`` the snapshot's): who will be the job's neighbours then is unknown,
+    so Score says None there, also on the fast path (the job's key kept, the table
+    made), and Reserve keeps nothing; at ``now`` itself it scores as before."""
+    plugin = dissonance.new({})
+    ctx = _ctx(CLASH)
+    plain, weighted, _ = _weighted(plugin, ctx, 1, "memory")  # (key kept, table made)
+    assert not dissonance.later(ctx)
+    built = _job(1, "memory").build()
+    ctx.data.write(PLAN_START, ctx.now)
+    assert not dissonance.later(ctx)
+    assert plugin.job_key(ctx, built) == ("memory", False)
+    ctx.data.write(PLAN_START, ctx.now + 3600)
+    assert dissonance.later(ctx)
+    assert plugin.job_key(ctx, built) is None
+    state = CycleState()
+    assert plugin.weighted_score(2.0, ctx, state, built, REQUEST, FEASIBLE) is None
+    assert dissonance.KEY not in state
+    allocation = Allocation(("n0002",), (ResourceVector(2, GiB),))
+    plugin.reserve(ctx, state, built, allocation)
+    nodes = ctx.data.get(dissonance.NODES)
+    assert nodes is not None and not nodes.placed
+    ctx.data.delete(PLAN_START)
+    again = plugin.weighted_score(2.0, ctx, CycleState(), built, REQUEST, FEASIBLE)
+    assert again is not None and again.tobytes() == weighted.tobytes()
+    assert weighted.tobytes() == (plain * 2.0).tobytes()
+
+
+@pytest.mark.parametrize("weight", [0.3, 0.7, 1.0, 2.0, 3.0, 1 / 3, 1e-7, 123.456])
+def test_the_0d_score_is_read_only_and_the_table_s_number_bit_for_bit(weight: float) -> None:
+    """The 0-d score every job of a key nothing harms gets is one shared array, kept
+    read-only, and ``np.array(MAX_NODE_SCORE * weight)`` is the float64 the table holds
+    (``MAX_NODE_SCORE`` times the weight in numpy)."""
+    plugin = dissonance.new({})
+    ctx = _ctx(CLASH)
+    _, first, _ = _weighted(plugin, ctx, 1, "light", weight)
+    _, second, _ = _weighted(plugin, ctx, 2, "light", weight)
+    assert first.ndim == 0 and first is second
+    assert not first.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        first[()] = 0.0
+    numpy_product = np.multiply(np.float64(MAX_NODE_SCORE), weight, out=np.empty(()))
+    assert first.tobytes() == numpy_product.tobytes()
+    nodes = ctx.data.get(dissonance.NODES)
+    assert nodes is not None and nodes.scores is not None
+    column = nodes.coef.column(("light", False))
+    assert (nodes.scores[:, len(CLASSES) * 2 + column] == first).all()

@@ -38,8 +38,9 @@ class Clonable(Protocol):
 
 class CycleState(dict[object, object]):
     """StateKey → value. A dict underneath, so that making one (one per job cycle, tens of
-    thousands a pass) and ``get`` cost no Python call; only ``write``, ``read``,
-    ``get``, ``in``, ``delete`` and ``clone`` are its interface."""
+    thousands a pass) and ``get`` cost no Python call; only ``write`` (or ``state[key] =
+    value``, typed alike), ``read``, ``get``, ``in``, ``delete`` and ``clone`` are its
+    interface."""
 
     __slots__ = ()
 
@@ -47,6 +48,9 @@ class CycleState(dict[object, object]):
 
         def get(self, key: StateKey[T]) -> T | None:  # type: ignore[override]
             """dict.get, typed by the key."""
+
+        def __setitem__(self, key: StateKey[T], value: T) -> None:  # type: ignore[override]
+            """``state[KEY] = value``: ``write`` without its call, typed by the key."""
 
     def write(self, key: StateKey[T], value: T) -> None:
         self[key] = value
@@ -63,7 +67,9 @@ class CycleState(dict[object, object]):
         self.pop(key, None)
 
     def clone(self) -> CycleState:
-        copy = CycleState()
-        for key, value in self.items():
-            copy[key] = value.clone() if isinstance(value, Clonable) else value
-        return copy
+        return CycleState(
+            {
+                key: value.clone() if isinstance(value, Clonable) else value
+                for key, value in self.items()
+            }
+        )

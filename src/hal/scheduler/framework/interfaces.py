@@ -210,12 +210,14 @@ class WeightedScorer(Protocol):
         request: NodeRequest,
         feasible: IndexArray,
     ) -> FloatArray | None:
-        """``score(...) * weight``, bit for bit (a new array), for a Score plugin that
-        keeps its scores weighted too: the runtime calls it instead of ``score``, and
-        does not multiply (a numpy call less per job scored). None: no opinion on this
-        job (as a PreScore's SKIP: nothing added, not in ``keys.NODE_SCORES``), so that
-        such a plugin needs no PreScore call per job. A 0-d array: the same score on
-        every candidate (added to each; no gather). Not used with
+        """``score(...) * weight``, bit for bit (a new array, or 0-d: below), for a
+        Score plugin that keeps its scores weighted too: the runtime calls it instead
+        of ``score``, and does not multiply (a numpy call less per job scored). None:
+        no opinion on this job (as a PreScore's SKIP: nothing added, not in
+        ``keys.NODE_SCORES``), so that such a plugin needs no PreScore call per job. A
+        0-d array: the same score on every candidate (added to each; no gather; it may
+        be the plugin's own, kept read-only). Only a ``WeightedScorer`` may say None or
+        give a 0-d array: from another Score plugin the runtime raises. Not used with
         ``ScoreNormalizer``."""
         ...
 

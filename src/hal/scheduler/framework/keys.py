@@ -56,9 +56,11 @@ MAX_NODES: StateKey[int] = StateKey("framework.max_nodes")
 JOB_BOUND: StateKey[bool] = StateKey("framework.job_bound")
 # Written by the runtime after Score, when the job's nodes were chosen by score (more
 # candidates than it needs): the candidate rows and each Score plugin's weighted scores
-# over them, by plugin name (a 0-d array where a ``WeightedScorer`` gave the same score
-# to every candidate). A Reserve plugin reads it to tell whether its own score decided
-# the placement (``harmonic``: what ``hal explain`` says of a started job).
+# over them, by plugin name. A part is a vector over the candidates, or a 0-d array
+# where a ``WeightedScorer`` gave the same score to every candidate (then possibly
+# shared and read-only: add it, never write it; the first part is always a vector). A
+# Reserve plugin reads it to tell whether its own score decided the placement
+# (``harmonic``: what ``hal explain`` says of a started job).
 NODE_SCORES: StateKey[tuple[IndexArray, Mapping[str, FloatArray]]] = StateKey(
     "framework.node_scores"
 )

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
 from operator import attrgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -70,6 +70,7 @@ from hal.scheduler.framework.request import (
     placement_key,
 )
 from hal.scheduler.framework.status import SUCCESS, Code, Status, error, unschedulable
+from hal.scheduler.framework.timing import unwrapped
 
 
 class Mode(StrEnum):
@@ -155,7 +156,12 @@ class Framework:
         # Each PreFilter call with the plugin's ``lets_through`` when it can say a job
         # passes it from the job alone (``PreFilterWaiver``), None for the others
         self._waived_calls = tuple(
-            (call, p.lets_through if isinstance(p, PreFilterWaiver) else None)
+            (
+                call,
+                cast(PreFilterWaiver, p).lets_through
+                if isinstance(unwrapped(p), PreFilterWaiver)
+                else None,
+            )
             for call, p in zip(self._pre_filter_calls, profile.pre_filter, strict=True)
         )
         # job id → ``_Own`` of this pass and of those before it since the last pass
@@ -731,18 +737,26 @@ class Framework:
         parts: dict[str, FloatArray] = {}  # for Reserve (``keys.NODE_SCORES``)
         name = ""
         try:
-            for name, score, weight, normalize in self._scorers:
+            for name, score, weight, normalize, weighted_scorer in self._scorers:
                 if name in skipped:
                     continue
                 scores = score(ctx, state, job, request, candidates)
-                if scores is None:  # (a ``WeightedScorer`` with no opinion: SKIP)
-                    continue
+                if scores is None:
+                    if weighted_scorer:  # (a ``WeightedScorer`` with no opinion: SKIP)
+                        continue
+                    raise ValueError(f"Score plugin {name!r} returned None (not a WeightedScorer)")
                 if normalize is not None:
                     scores = normalize(scores)
                 if scores.shape != candidates.shape:
                     if scores.ndim:
                         raise ValueError(
-                            f"score returned {scores.shape[0]} values for {len(candidates)} nodes"
+                            f"Score plugin {name!r} returned {scores.shape[0]} values for "
+                            f"{len(candidates)} nodes"
+                        )
+                    if not weighted_scorer:
+                        raise ValueError(
+                            f"Score plugin {name!r} returned a 0-d array for "
+                            f"{len(candidates)} nodes (only a WeightedScorer may)"
                         )
                     # 0-d: the same score on every candidate (a ``WeightedScorer``'s,
                     # without a gather); added to each (broadcast), or made a vector
@@ -855,19 +869,26 @@ class Framework:
 
 # (None only from a ``WeightedScorer``: no opinion on the job)
 ScoreCall = Callable[[PassContext, CycleState, Job, NodeRequest, IndexArray], FloatArray | None]
-# (name, the call, the weight to multiply by or None, the normalizer)
-Scorer = tuple[str, ScoreCall, float | None, Callable[[FloatArray], FloatArray] | None]
+# (name, the call, the weight to multiply by or None, the normalizer, whether the call is
+# a ``WeightedScorer``'s: only that may say None or give a 0-d array)
+Scorer = tuple[str, ScoreCall, float | None, Callable[[FloatArray], FloatArray] | None, bool]
 
 
 def _scorer(plugin: ScorePlugin, weight: float) -> Scorer:
     """How ``_score`` calls ``plugin``: x * 1.0 == x exactly, so a weight of 1 needs no
     multiply (None), nor does a ``WeightedScorer``'s, which gives its scores weighted
-    (and may say None: it has no opinion on the job; called at any weight for that)."""
-    if isinstance(plugin, ScoreNormalizer):
-        return (plugin.name, plugin.score, None if weight == 1 else weight, plugin.normalize_scores)
-    if isinstance(plugin, WeightedScorer):
-        return (plugin.name, partial(plugin.weighted_score, weight), None, None)
-    return (plugin.name, plugin.score, None if weight == 1 else weight, None)
+    (and may say None: it has no opinion on the job; called at any weight for that).
+    The protocols are checked on the plugin itself, not on a sampled pass's timing
+    proxy (``timing.unwrapped``: on Python 3.12+ isinstance against a runtime Protocol
+    does not see the proxy's methods); the calls go through the proxy."""
+    inner = unwrapped(plugin)
+    if isinstance(inner, ScoreNormalizer):
+        normalize = cast(ScoreNormalizer, plugin).normalize_scores
+        return (plugin.name, plugin.score, None if weight == 1 else weight, normalize, False)
+    if isinstance(inner, WeightedScorer):
+        call = cast(WeightedScorer, plugin).weighted_score
+        return (plugin.name, partial(call, weight), None, None, True)
+    return (plugin.name, plugin.score, None if weight == 1 else weight, None, False)
 
 
 def _with_forced(forced: IndexArray | None, picked: IndexArray) -> IndexArray:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from time import perf_counter
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from hal.scheduler.framework.profile import Profile
+
+T = TypeVar("T")
 
 # (plugin name, extension point) → seconds spent in it during one pass
 PluginTimes = dict[tuple[str, str], float]
@@ -31,6 +33,7 @@ EXTENSION_POINTS = {
     "post_filter": "PostFilter",
     "pre_score": "PreScore",
     "score": "Score",
+    "weighted_score": "Score",  # (``WeightedScorer``: called instead of ``score``)
     "normalize_scores": "Score",
     "reserve": "Reserve",
     "unreserve": "Reserve",
@@ -70,6 +73,16 @@ class _Timed:
 
         setattr(self, attr, timed)  # found once; later calls skip __getattr__
         return timed
+
+
+def unwrapped(plugin: T) -> T:
+    """The plugin behind a ``_Timed`` proxy, else ``plugin``: the object to check a
+    runtime Protocol against (from Python 3.12 ``isinstance`` looks methods up with
+    ``inspect.getattr_static``, which does not see the proxy's ``__getattr__``); the
+    calls still go through the proxy, which times them."""
+    if isinstance(plugin, _Timed):
+        return cast(T, plugin._inner)
+    return plugin
 
 
 def timed_profile(profile: Profile, times: PluginTimes) -> Profile:

@@ -53,6 +53,7 @@ from hal.scheduler.framework.interfaces import (
 )
 from hal.scheduler.framework.keys import (
     NODE_SCORES,
+    PLAN_START,
     add_placement_note,
     drop_placement_note,
 )
@@ -95,6 +96,18 @@ def job_class(job: Job, view: DissonanceView) -> str | None:
 
 def protected(job: Job, view: DissonanceView) -> bool:
     return job.extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected
+
+
+def later(ctx: PassContext) -> bool:
+    """Whether ``ctx`` places a job at a later instant than the snapshot's: a what-if
+    context at a later ``now`` (``PassContext.fork``), or backfill reserving a later
+    start (``keys.PLAN_START`` past ``now``: ``planner._reserve_at`` places in the
+    pass's own context, at its ``now``). Who will be the job's neighbours then is
+    unknown: the plugin has no opinion (Score says None, Reserve keeps nothing)."""
+    if ctx.now > ctx.snapshot.now:
+        return True
+    start = ctx.data.get(PLAN_START)
+    return start is not None and start > ctx.now
 
 
 _Entry = tuple[str, bool, tuple[tuple[int, float], ...]]  # class, LS, (row, share) each
@@ -252,15 +265,20 @@ class _Nodes:
             return None
         j = self.coef.column(key)
         if self.coef.flat[j]:
-            # (the same on every row: MAX_NODE_SCORE × weight, as the table holds it, 0-d;
-            # the runtime adds it to every candidate's without a gather)
-            out = np.multiply(np.float64(MAX_NODE_SCORE), weight, out=np.empty(()))
+            # (the same on every row: MAX_NODE_SCORE × weight, as the table holds it, bit
+            # for bit, 0-d; the runtime adds it to every candidate's without a gather.
+            # Read-only: every job of the key gets this one array)
+            out = np.array(MAX_NODE_SCORE * weight)
+            out.flags.writeable = False
         else:
             out = self.table()[:, _KEYS + j]
         self.weighted_columns[key] = out
         return out
 
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) a job placed in the pass: its shares on
+        its rows, and those rows' scores (the only copy of the update: Reserve's one
+        node job comes here too)."""
         cls, ls, rows = entry
         k = _INDEX[cls]
         cells, raw, placed_on = self.cells, self.raw, self.placed_on
@@ -434,33 +452,36 @@ class Dissonance:
         # pending jobs' keys (``job_key``'s) by id, with the job object they were made for,
         # for the view they were made under: a pending job that is the same object under
         # the same view has the same class and mark (a frozen Job is not changed in
-        # place); most pending jobs are scored again pass after pass
-        self._keys: dict[int, tuple[Job, tuple[str, bool] | None]] = {}
-        self._keys_view: object = _NO_VIEW  # (never a snapshot's: None is checked)
+        # place); most pending jobs are scored again pass after pass. One attribute,
+        # swapped whole: a pass beside (what-if) never sees one view's keys under another
+        self._keys: tuple[object, dict[int, tuple[Job, tuple[str, bool] | None]]] = (
+            _NO_VIEW,  # (never a snapshot's: None is checked)
+            {},
+        )
 
     # -- Score ------------------------------------------------------------------------
 
     def job_key(self, ctx: PassContext, job: Job) -> tuple[str, bool] | None:
         """The job's (class, latency-sensitive) for this pass; None where the plugin has
         no opinion (as a PreScore's SKIP): no model, no class for the job, or a
-        reservation in the future (backfill planning a later start: who will be its
-        neighbours then is unknown)."""
-        snapshot = ctx.snapshot
-        view = snapshot.dissonance
-        if view is not self._keys_view:  # (the keys kept are for one view, with a matrix)
+        placement at a later instant (``later``: who will be its neighbours then is
+        unknown)."""
+        view = ctx.snapshot.dissonance
+        kept = self._keys
+        if view is not kept[0]:  # (the keys kept are for one view, with a matrix)
             if view is None or not view.slowdown:
                 return None
-            self._keys = {}
-            self._keys_view = view
-        if ctx.now > snapshot.now:
+            kept = self._keys = (view, {})
+        if later(ctx):
             return None
-        keys = self._keys
+        keys = kept[1]
         if len(keys) > KEYS_KEPT:
-            keys = self._keys = {}
+            keys = {}
+            self._keys = (view, keys)
         known = keys.get(job.id)
         if known is not None and known[0] is job:
             return known[1]
-        assert view is not None  # (``_keys_view`` never is)
+        assert view is not None  # (``_keys[0]`` never is)
         key = self._key(ctx, job, view)
         keys[job.id] = (job, key)
         return key
@@ -515,18 +536,21 @@ class Dissonance:
         the plugin has no opinion on the job (``job_key``: nothing is added). Also the
         plugin's PreScore: the key is written for Reserve."""
         # (the usual case first, as ``job_key`` and ``weighted_of`` would find it: the
-        # pass's table made, which says that this context is at the snapshot's instant
-        # with a model, and the job's key kept under this view)
+        # pass's table made, which says that this context has a model (and, a fork's
+        # data starting empty, that it is at the snapshot's instant), the job's key kept
+        # under this view, and no later start planned (``later``: backfill's
+        # reservations are placed in the pass's own context))
         nodes = ctx.data.get(NODES)
-        if nodes is not None and weight == nodes.weight and nodes.view is self._keys_view:
-            known = self._keys.get(job.id)
-            if known is not None and known[0] is job:
+        kept = self._keys
+        if nodes is not None and weight == nodes.weight and nodes.view is kept[0]:
+            known = kept[1].get(job.id)
+            if known is not None and known[0] is job and not later(ctx):
                 key = known[1]
                 if key is None:
                     return None
                 found = nodes.weighted_columns.get(key)  # (after the key's first Score)
                 if found is not None:
-                    state[KEY] = key  # (``state.write`` without its call)
+                    state[KEY] = key  # (``state.write`` without its call; typed alike)
                     # (0-d: the same on every node, ``_Coef.flat``)
                     out: FloatArray = found[feasible] if found.ndim else found
                     return out
@@ -553,68 +577,20 @@ class Dissonance:
         if key is not None and len(names) == 1:
             # scored (Score wrote the key in this context, having found the model and
             # the pass at its instant, and made the pass's table), on one node: the
-            # common case, in one go (``_note``'s first steps and ``_Nodes.add``'s for
-            # one row written out here: each call and look-up saved is a share of the
-            # plugin's cost, issue 53)
-            data = ctx.data
-            nodes = data.get(NODES)
+            # common case
+            nodes = ctx.data.get(NODES)
             c = ctx.nodes.index.get(names[0])
-            if (
-                nodes is not None
-                and c is not None
-                and (cells := nodes.score_cells) is not None
-                and (table := nodes.scores_raw) is not None
-            ):
-                coef = nodes.coef
-                if coef.all_flat:  # (every score MAX_NODE_SCORE whatever the mix: no
-                    return SUCCESS  # row to work out again, no note)
-                part = allocation.per_node[0].cpus * nodes.base.inv[c]
-                if not part < 1.0:  # (``_share``: at most the whole node)
-                    part = 1.0
-                j = _COLUMN[key]
-                here = cells[c * _ROW_SCORES + j]
-                scored = state.get(NODE_SCORES)
-                # (no node scores below 0: ``here`` under NOTE_MIN, no move worth a note;
-                # nor where the key scores the same on every node)
-                if scored is not None and not here < NOTE_MIN and not coef.flat[j]:
-                    candidates, parts = scored
-                    # the other scores' sum, in the order the framework added them
-                    without: FloatArray | None = None
-                    scored_here = False
-                    for name, other in parts.items():
-                        if name == NAME:
-                            scored_here = True
-                        else:
-                            without = other if without is None else without + other
-                    if scored_here and without is not None:
-                        # (where this score is the same on every node, the others'
-                        # pick is the job's)
-                        a: int = candidates.item(without.argmax(out=nodes.best))
-                        if c != a and not here - cells[a * _ROW_SCORES + j] < NOTE_MIN:
-                            note = self._said(ctx, nodes, key, j, a, c)
-                            if note:
-                                add_placement_note(data, job.id, note)
-                # ``nodes.add`` for one row
-                entry = (key[0], key[1], ((c, part),))
-                nodes.placed[job.id] = entry
-                both = nodes.cells
-                at = c * _WIDTH + _INDEX[key[0]]
-                both[at] += part
-                if key[1]:
-                    both[at + _CLASSES] += part
-                nodes.placed_on[c][job.id] = entry  # (a defaultdict)
-                if nodes.said:
-                    nodes.said.pop(c, None)
-                start = c * _ROW_BYTES
-                seen = nodes.raw[start : start + _ROW_BYTES].tobytes()
-                done = nodes.by_mix.get(seen)
-                if done is None:
-                    done = nodes.by_mix[seen] = nodes.row_scores(c)
-                start = c * _SCORES_BYTES
-                table[start : start + len(done)] = done
+            if nodes is not None and c is not None and nodes.score_cells is not None:
+                if nodes.coef.all_flat:  # (every score MAX_NODE_SCORE whatever the mix:
+                    return SUCCESS  # no row to work out again, no note: nothing kept)
+                note = self._note(ctx, nodes, state, key, c)
+                if note:
+                    add_placement_note(ctx.data, job.id, note)
+                part = _share(allocation.per_node[0].cpus, nodes.base.inv[c])
+                nodes.add(job.id, (key[0], key[1], ((c, part),)), 1)
                 return SUCCESS
         view = ctx.snapshot.dissonance
-        if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
+        if view is None or not view.slowdown or later(ctx):
             return SUCCESS
         if key is not None:
             cls, ls = key
@@ -624,12 +600,8 @@ class Dissonance:
                 return SUCCESS
             cls, ls = found, protected(job, view)
         nodes = ctx.data.get(NODES) or self._nodes(ctx, view)
-        rows = _rows(ctx.nodes.index, nodes.base.inv, allocation)
-        if key is not None and len(rows) == 1 and len(names) == 1:
-            note = self._note(ctx, nodes, state, key, rows[0][0])  # (a node not in the table)
-            if note:
-                add_placement_note(ctx.data, job.id, note)
-        nodes.add(job.id, (cls, ls, rows), 1)
+        # (not scored on one node: no note, Score's choice decided nothing of this kind)
+        nodes.add(job.id, (cls, ls, _rows(ctx.nodes.index, nodes.base.inv, allocation)), 1)
         return SUCCESS
 
     def unreserve(
@@ -653,26 +625,30 @@ class Dissonance:
     ) -> str:
         """What ``hal explain`` says when this plugin's score moved a one-node job
         (placed on row ``c``) off the node the other plugins' scores alone would have
-        chosen, because of a neighbour there: "" otherwise."""
+        chosen, because of a neighbour there: "" otherwise. The pass's table is made
+        (``score_cells``: by this job's Score)."""
+        j = _COLUMN[key]
+        cells = nodes.score_cells
         scored = state.get(NODE_SCORES)
-        if scored is None:
+        # (no node scores below 0: ``here`` under NOTE_MIN, no move worth a note; nor
+        # where the key scores the same on every node)
+        if (
+            scored is None
+            or cells is None
+            or (here := cells[c * _ROW_SCORES + j]) < NOTE_MIN
+            or nodes.coef.flat[j]
+        ):
             return ""
         candidates, parts = scored
-        if NAME not in parts:
-            return ""
-        cells = nodes.score_cells  # (the table, made by this job's Score)
-        if cells is None:
-            return ""
-        j = _COLUMN[key]
-        here = cells[c * _ROW_SCORES + j]
-        if here < NOTE_MIN:  # (no node scores below 0: no move worth a note)
-            return ""
         # the other scores' sum, in the order the framework added them
         without: FloatArray | None = None
-        for name, part in parts.items():
-            if name != NAME:
-                without = part if without is None else without + part
-        if without is None:
+        scored_here = False
+        for name, other in parts.items():
+            if name == NAME:
+                scored_here = True
+            else:
+                without = other if without is None else without + other
+        if not scored_here or without is None:
             return ""
         # (where this score is the same on every node, the others' pick is the job's)
         a: int = candidates.item(without.argmax(out=nodes.best))
