@@ -99,7 +99,9 @@ class PacedScheduler:
     literature setting). Called from one thread at a time (the scheduler's worker).
 
     ``time_plugins_every_s``: one pass in that many seconds runs with its plugin calls
-    timed (``PassResult.plugin_seconds``, the per-plugin metric); None: never.
+    timed (``PassResult.plugin_seconds``, the per-plugin metric), but not backfill's turn
+    (the pass after one that stopped at ``max_starts``, when backfill is due): the next
+    pass is; None: never.
 
     ``bounds``: the main pass's (``PassBounds``), replaced whole when the server is
     reconfigured, as ``scheduler`` is."""
@@ -141,6 +143,9 @@ class PacedScheduler:
         full = due or self.stopped or self.full_due(now)
         every = self.time_plugins_every_s
         timed = every is not None and (now - self.last_timed >= every or now < self.last_timed)
+        # (not backfill's turn, the heaviest pass while passes stop at the cap: timing
+        # its plugin calls made it longer still; the next pass is timed instead)
+        timed = timed and not (due and self.stopped)
         if timed:
             self.last_timed = now
         result = self.scheduler.run_pass(

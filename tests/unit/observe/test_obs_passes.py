@@ -77,7 +77,7 @@ def test_a_pass_over_the_threshold_logs_its_breakdown_once(
         7,
         5000.0,
     )
-    assert (fields["snapshot_s"], fields["apply_s"]) == (0.05, 0.4)
+    assert (fields["snapshot_s"], fields["apply_s"], fields["timed"]) == (0.05, 0.4, False)
     assert passes.logged == 1 and passes.longest is not None
     assert passes.longest["pass_s"] == 3.0
 
@@ -109,7 +109,9 @@ def test_the_log_off_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
 def test_a_pass_result_says_what_it_was() -> None:
     facts = PassFacts.of(result())
     assert (facts.capped, facts.complete, facts.backfill, facts.placed) == (True, False, False, 0)
-    assert facts.stages == STAGES
+    assert facts.stages == STAGES and not facts.timed
+    timed = PassResult(Plan(revision=1), plugin_seconds={("fit", "Filter"): 0.1})
+    assert PassFacts.of(timed).timed
 
 
 def test_a_pass_times_each_of_its_stages() -> None:

@@ -236,6 +236,11 @@ class Scheduler:
         if time_plugins:
             times = {}
             framework = Framework(timed_profile(self.profile, times))
+            # the running jobs' rows kept from pass to pass are the same timed or not: a
+            # timed pass that wrote them all again (a fresh ledger) cost a backfill stage
+            # thousands of rows more than the passes around it, on the live server the
+            # longest pass (docs/benchmarks-scale.md)
+            framework.releases = self.framework.releases
         # Python's cyclic garbage collector is off during the pass: a pass allocates tens
         # of thousands of short-lived objects (verdicts, outcomes) and makes no reference
         # cycles, but every so many allocations the collector walks every live object,

@@ -16,8 +16,9 @@ measured on the event loop, from handing the pass to a worker thread to its plan
 
 With it what the pass was: the pending jobs it was handed (``pending``), those it looked
 at (``looked``), placed (``placed``), the waiting jobs' updates (``updates``), whether it
-ran the backfill stage (``backfill``), stopped at ``max_job_starts`` (``capped``) or
-looked at every job (``complete``); and around it, on the event loop, the snapshot
+ran the backfill stage (``backfill``), stopped at ``max_job_starts`` (``capped``),
+looked at every job (``complete``), ran with its plugin calls timed (``timed``: one
+pass in ``HAL_PLUGIN_TIMING_INTERVAL_S``); and around it, on the event loop, the snapshot
 before it (``snapshot_s``) and the writing of its plan after it (``apply_s``, the starts
 it wrote: ``started``), the server's count of the cycle (``cycle``) and when the cycle
 ended (``at``, seconds since the epoch).
@@ -54,6 +55,7 @@ class PassFacts:
     backfill: bool = False
     capped: bool = False
     complete: bool = True
+    timed: bool = False
 
     @classmethod
     def of(cls, result: PassResult) -> PassFacts:
@@ -66,6 +68,7 @@ class PassFacts:
             backfill=result.backfill is not None,
             capped=bool(result.capped),
             complete=result.complete,
+            timed=result.plugin_seconds is not None,
         )
 
 
@@ -97,6 +100,7 @@ def breakdown(
         backfill=facts.backfill,
         capped=facts.capped,
         complete=facts.complete,
+        timed=facts.timed,
         snapshot_s=_ms(stats.last_snapshot_s),
         apply_s=_ms(stats.last_apply_s),
     )
