@@ -375,17 +375,18 @@ class Scheduler:
         if not loop.held:
             return BackfillResult(), None
         began = time.perf_counter()
-        planned = run_backfill(
-            framework,
-            ctx,
-            plugin,
-            loop.held,
-            loop.held_stages,
-            loop.placed,
-            loop.groupings,
-            explain=explain,
-            capped=frozenset(loop.capped),
-        )
+        with plugin.planning():  # (a shared predictor held for the stage)
+            planned = run_backfill(
+                framework,
+                ctx,
+                plugin,
+                loop.held,
+                loop.held_stages,
+                loop.placed,
+                loop.groupings,
+                explain=explain,
+                capped=frozenset(loop.capped),
+            )
         cycle = BackfillCycle(
             time.perf_counter() - began,
             len(loop.held),
