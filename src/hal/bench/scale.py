@@ -17,12 +17,16 @@ nodes in ``hal emulate`` processes of at most ``--nodes-per-process`` each (part
    latency of probe jobs on the idle ``probe`` nodes (p50/p99), the REST list of every
    queued job and ``hal squeue`` (p50/p99), the server's RSS (most seen) and its
    longest scheduling pass, forecast slice and cycle (``/v1/diag``'s max_pass_s,
-   max_forecast_slice_s and max_cycle_s), and how late its event loop answered
+   max_forecast_slice_s and max_cycle_s; what the longest pass was made of:
+   ``max_pass_breakdown``, ``hal.server.observe.passes``), and how late its event loop answered
    (``event_loop_lag_max_s``, ``event_loop_lag_p99_s``), and the emulators' CPU
    (``emulator_cpu_share``: of one core; ``emulator_cpu_ms_per_start``: per job start),
    the server's per job start (``server_cpu_ms_per_start``) and the agents' syncs it
    answered (``agent_syncs_per_s``: long polls and flushes);
 4. ``hal sacct`` of every job, and the database's size.
+
+``--logs DIR`` keeps the server's and the emulators' logs (the slow-pass warnings among
+them).
 
 Everything runs on this machine: the emulators, the database and the bench's own client
 share its cores with the server, so its figures are a floor for a dedicated controller.

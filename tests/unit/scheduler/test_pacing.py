@@ -82,9 +82,11 @@ def test_a_timed_pass_decides_the_same_and_reports_each_plugin(sched: Scheduler)
 
 
 def test_paced_scheduler_times_one_pass_per_interval(sched: Scheduler) -> None:
+    """Not a pass that backfills (1000, 1030: the heaviest): the next one is."""
     paced = PacedScheduler(sched, time_plugins_every_s=10.0)
-    timed = [paced.run_pass(_snap(t)).plugin_seconds is not None for t in (1000, 1005, 1010)]
-    assert timed == [True, False, True]
+    at = (1000, 1001, 1005, 1011, 1030, 1031)
+    timed = [paced.run_pass(_snap(t)).plugin_seconds is not None for t in at]
+    assert timed == [False, True, False, True, False, True]
     never = PacedScheduler(sched)
     assert never.run_pass(_snap(1000.0)).plugin_seconds is None
     every = PacedScheduler(sched, time_plugins_every_s=0.0)
@@ -102,15 +104,14 @@ def _capped(now: float) -> ClusterSnapshot:
 
 
 def test_backfills_turn_is_not_timed_the_next_pass_is(sched: Scheduler) -> None:
-    """While passes stop at max_starts, the pass whose backfill is due (backfill's turn,
-    the heaviest) is not timed when timing is due: the pass after it is."""
+    """While passes stop at max_starts, backfill's turn (the heaviest pass) is not timed
+    when timing is due: the pass after it is."""
     paced = PacedScheduler(sched, time_plugins_every_s=10.0, bounds=PassBounds(max_starts=2))
-    first = paced.run_pass(_capped(1000.0))  # backfill due, no pass stopped before it
-    assert first.capped and first.backfill is not None and first.plugin_seconds is not None
-    turn = paced.run_pass(_capped(1030.0))  # both due, the last pass stopped: the turn
+    turn = paced.run_pass(_capped(1000.0))  # both due
     assert turn.capped and turn.backfill is not None and turn.plugin_seconds is None
-    after = paced.run_pass(_capped(1031.0))
+    after = paced.run_pass(_capped(1001.0))
     assert after.backfill is None and after.plugin_seconds is not None
+    assert paced.run_pass(_capped(1031.0)).plugin_seconds is None  # the next turn
 
 
 def test_a_timed_pass_keeps_the_running_jobs_ledger() -> None:

@@ -14,7 +14,10 @@ reference cycle among frozen objects waits, until the thaw every ``thaw_s``
 (default 600; 0: nothing frozen).
 
 The collector is the process's: the freezers of several servers in one process (tests
-run them in threads) share one callback, and the last to stop thaws the heap.
+run them in threads) share one callback, and the last to stop thaws the heap. The
+callback also keeps when the latest full collections ran and how long
+(``_Collector.full_between``): the slow-pass log (``hal.server.observe.passes``) counts
+those within a long pass.
 """
 
 from __future__ import annotations
