@@ -17,12 +17,16 @@ nodes in ``hal emulate`` processes of at most ``--nodes-per-process`` each (part
    latency of probe jobs on the idle ``probe`` nodes (p50/p99), the REST list of every
    queued job and ``hal squeue`` (p50/p99), the server's RSS (most seen) and its
    longest scheduling pass, forecast slice and cycle (``/v1/diag``'s max_pass_s,
-   max_forecast_slice_s and max_cycle_s), and how late its event loop answered
+   max_forecast_slice_s and max_cycle_s; what the longest pass was made of:
+   ``max_pass_breakdown``, ``hal.server.observe.passes``), and how late its event loop answered
    (``event_loop_lag_max_s``, ``event_loop_lag_p99_s``), and the emulators' CPU
    (``emulator_cpu_share``: of one core; ``emulator_cpu_ms_per_start``: per job start),
    the server's per job start (``server_cpu_ms_per_start``) and the agents' syncs it
    answered (``agent_syncs_per_s``: long polls and flushes);
 4. ``hal sacct`` of every job, and the database's size.
+
+``--logs DIR`` keeps the server's and the emulators' logs (the slow-pass warnings among
+them).
 
 Everything runs on this machine: the emulators, the database and the bench's own client
 share its cores with the server, so its figures are a floor for a dedicated controller.
@@ -34,6 +38,7 @@ import math
 import os
 import random
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -79,6 +84,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--db-admin", default=PG_ADMIN, help="libpq DSN of a role that may create databases"
     )
+    p.add_argument(
+        "--logs", type=Path, help="copy the server's and emulators' logs to this directory"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
@@ -101,6 +109,7 @@ def _cmd(ns: Any) -> int:
         measure=ns.measure,
         samples=ns.samples,
         db_admin=ns.db_admin,
+        logs=ns.logs,
     )
     return emit(result, ns.json)
 
@@ -274,7 +283,10 @@ def run_scale_bench(
     measure: float = 60.0,
     samples: int = 10,
     db_admin: str = PG_ADMIN,
+    logs: Path | None = None,
 ) -> dict[str, Any]:
+    """``logs``: a directory the server's and emulators' logs are copied to at the end
+    (the slow-pass log lines among them: ``hal.server.observe.passes``)."""
     import psutil
 
     from hal.client import HalClient
@@ -326,6 +338,7 @@ def run_scale_bench(
             http.post("/v1/diag/reset").raise_for_status()
             metrics0 = http.get("/metrics").text
             started0 = _counter(metrics0, "hal_jobs_started_total")
+            opened = time.time()
             _open_bulk([*hal, "scontrol"], env)
             t_window = time.monotonic()
             cpu_window, emu_window = cpu_seconds([server_ps]), cpu_seconds(emulators_ps)
@@ -364,6 +377,10 @@ def run_scale_bench(
         finally:
             for proc in reversed(procs):
                 stop_process(proc)
+            if logs is not None:
+                logs.mkdir(parents=True, exist_ok=True)
+                for log in work.glob("*.log"):
+                    shutil.copy(log, logs / log.name)
     list_p50, list_p99 = _percentiles(seen.lists)
     sq_p50, sq_p99 = _percentiles(seen.squeues)
     lat_p50, lat_p99 = _percentiles(seen.probes)
@@ -417,6 +434,11 @@ def run_scale_bench(
         "passes_over_2s": int(passes - within),
         "max_forecast_slice_s": _seconds(diag, "max_forecast_slice_s"),
         "max_cycle_s": _seconds(diag, "max_cycle_s"),
+        # what the longest pass was made of (/v1/diag, hal.server.observe.passes): its
+        # wait for a worker thread, its CPU and the rest waited for the interpreter, its
+        # stages, full collections in it, what it decided; ``opened_s``: how long after
+        # the partition opened it ended
+        "max_pass_breakdown": _longest(diag, opened),
         # passes that stopped at max_job_starts, those of them that backfilled (its turn),
         # and all the passes that backfilled, from /v1/diag
         "passes_capped": int(diag.get("passes_capped") or 0),
@@ -446,6 +468,15 @@ def cpu_seconds(processes: list[Any]) -> float:
         with suppress(psutil.Error):  # (gone, or not ours to read)
             total += sum(process.cpu_times()[:2])
     return total
+
+
+def _longest(diag: Mapping[str, Any], opened: float) -> dict[str, Any] | None:
+    """``/v1/diag``'s ``max_pass_breakdown`` with when it ended after ``opened`` (None
+    from a server that gives none)."""
+    found = diag.get("max_pass_breakdown")
+    if not found:
+        return None
+    return {**found, "opened_s": round(float(found.get("at") or opened) - opened, 1)}
 
 
 def _seconds(diag: Mapping[str, Any], key: str) -> float:

@@ -99,7 +99,9 @@ class PacedScheduler:
     literature setting). Called from one thread at a time (the scheduler's worker).
 
     ``time_plugins_every_s``: one pass in that many seconds runs with its plugin calls
-    timed (``PassResult.plugin_seconds``, the per-plugin metric); None: never.
+    timed (``PassResult.plugin_seconds``, the per-plugin metric), but not one whose
+    backfill stage is due (the heaviest): the next pass is; 0: every pass, those too;
+    None: never.
 
     ``bounds``: the main pass's (``PassBounds``), replaced whole when the server is
     reconfigured, as ``scheduler`` is."""
@@ -141,6 +143,10 @@ class PacedScheduler:
         full = due or self.stopped or self.full_due(now)
         every = self.time_plugins_every_s
         timed = every is not None and (now - self.last_timed >= every or now < self.last_timed)
+        # (not a pass that runs the backfill stage, the heaviest, when passes are timed
+        # one in a while: a timed pass costs up to twice its CPU, and on backfill's turn
+        # at 10,000 nodes it was the longest pass; the next pass is timed instead)
+        timed = timed and not (due and every)
         if timed:
             self.last_timed = now
         result = self.scheduler.run_pass(
@@ -188,6 +194,17 @@ class CycleStats:
     last_pending: int = 0
     last_started: int = 0
     total_started: int = 0
+    # of ``last_pass_s``: how long the pass waited for a worker thread before it began
+    # (``last_pass_wait_s``) and the CPU its thread ran (``last_pass_cpu_s``; the rest
+    # of its time the thread waited for the interpreter, which the event loop shares,
+    # or for the machine); ``last_pass_began``: when it was handed to the worker
+    # (``time.perf_counter``); ``last_snapshot_s``: the snapshot and its related jobs
+    # before it, ``last_apply_s``: the writing of its plan after it (on the event loop)
+    last_pass_wait_s: float = 0.0
+    last_pass_cpu_s: float = 0.0
+    last_pass_began: float = 0.0
+    last_snapshot_s: float = 0.0
+    last_apply_s: float = 0.0
 
 
 class SchedulerService:
@@ -246,6 +263,13 @@ class SchedulerService:
                 log.exception("scheduling cycle failed")
                 pending_work = True
 
+    def _timed_decide(self, snap: ClusterSnapshot) -> tuple[Plan, float, float]:
+        """``decide`` on the worker thread: its plan, when it began (``perf_counter``)
+        and the CPU seconds its thread ran."""
+        began, cpu = time.perf_counter(), time.thread_time()
+        plan = self.decide(snap)
+        return plan, began, time.thread_time() - cpu
+
     async def cycle(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
         """One pass; returns whether pending jobs remain."""
         loop = loop or asyncio.get_running_loop()
@@ -253,13 +277,16 @@ class SchedulerService:
         # registering woke a cycle every few milliseconds, each sorting up to 10,000)
         if self.paused or not self.host.has_pending():
             return False
+        snapped = time.perf_counter()
         snap = await self.host.fill_related(self.host.snapshot())
         if not snap.pending:
             return False
         stats = self.stats
         started = time.perf_counter()
-        plan = await loop.run_in_executor(None, self.decide, snap)
+        plan, began, cpu = await loop.run_in_executor(None, self._timed_decide, snap)
         stats.last_duration_s = stats.last_pass_s = time.perf_counter() - started
+        stats.last_pass_began, stats.last_snapshot_s = started, started - snapped
+        stats.last_pass_wait_s, stats.last_pass_cpu_s = max(0.0, began - started), cpu
         stats.last_forecast_s = None
         applied: list[int] = []
         try:
@@ -267,6 +294,7 @@ class SchedulerService:
         finally:  # (a plan applied in part: its changes before the failed one started)
             stats.last_started = len(applied)
             stats.total_started += len(applied)
+            stats.last_apply_s = time.perf_counter() - started - stats.last_pass_s
         if plan.forecasting and self.forecast is not None:  # after the starts: only shown
             began = time.perf_counter()
             updates = await loop.run_in_executor(None, self.forecast, plan)

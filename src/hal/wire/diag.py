@@ -83,6 +83,9 @@ class SchedulerDiag(WireModel):
     # the event loop's longest lag (``hal_event_loop_lag_seconds``): how much later than
     # asked a task sleeping 0.1 s on it woke, the longest a request waited to be looked at
     max_event_loop_lag_s: float | None = None
+    # what the longest pass since the reset was made of (hal.server.observe.passes): its
+    # wait for a worker, its CPU, its stages, full collections in it, what it decided
+    max_pass_breakdown: dict[str, float | int | bool] | None = None
 
     def main_schedule(self) -> tuple[float, float, float, int]:
         """The passes' last, longest, summed (seconds) and mean (µs) duration: Slurm's

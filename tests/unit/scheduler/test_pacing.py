@@ -14,7 +14,7 @@ from hal.core.states import PendingReason
 from hal.scheduler.framework import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 from hal.scheduler.plugins import build_scheduler, default_profile
-from hal.scheduler.service import PacedScheduler, SchedulerService
+from hal.scheduler.service import PacedScheduler, PassBounds, SchedulerService
 from hal.testing import cluster, make_job, placed_nodes
 
 
@@ -82,13 +82,49 @@ def test_a_timed_pass_decides_the_same_and_reports_each_plugin(sched: Scheduler)
 
 
 def test_paced_scheduler_times_one_pass_per_interval(sched: Scheduler) -> None:
+    """Not a pass that backfills (1000, 1030: the heaviest): the next one is."""
     paced = PacedScheduler(sched, time_plugins_every_s=10.0)
-    timed = [paced.run_pass(_snap(t)).plugin_seconds is not None for t in (1000, 1005, 1010)]
-    assert timed == [True, False, True]
+    at = (1000, 1001, 1005, 1011, 1030, 1031)
+    timed = [paced.run_pass(_snap(t)).plugin_seconds is not None for t in at]
+    assert timed == [False, True, False, True, False, True]
     never = PacedScheduler(sched)
     assert never.run_pass(_snap(1000.0)).plugin_seconds is None
     every = PacedScheduler(sched, time_plugins_every_s=0.0)
     assert all(every.run_pass(_snap(1000.0)).plugin_seconds for _ in range(2))
+
+
+def _capped(now: float) -> ClusterSnapshot:
+    """Eight idle nodes, ten one-node jobs: a pass stops at two starts (max_starts)."""
+    return (
+        cluster(now)
+        .uniform_nodes(8, cpus=1)
+        .pending(*(make_job(i).limit(100) for i in range(1, 11)))
+        .build()
+    )
+
+
+def test_backfills_turn_is_not_timed_the_next_pass_is(sched: Scheduler) -> None:
+    """While passes stop at max_starts, backfill's turn (the heaviest pass) is not timed
+    when timing is due: the pass after it is."""
+    paced = PacedScheduler(sched, time_plugins_every_s=10.0, bounds=PassBounds(max_starts=2))
+    turn = paced.run_pass(_capped(1000.0))  # both due
+    assert turn.capped and turn.backfill is not None and turn.plugin_seconds is None
+    after = paced.run_pass(_capped(1001.0))
+    assert after.backfill is None and after.plugin_seconds is not None
+    assert paced.run_pass(_capped(1031.0)).plugin_seconds is None  # the next turn
+
+
+def test_a_timed_pass_keeps_the_running_jobs_ledger() -> None:
+    """The ledger of the running jobs' rows is the scheduler's, timed pass or not: a
+    timed pass does not write every running job's rows again."""
+    sched = build_scheduler()
+    ledger = sched.framework.releases
+    assert len(ledger) == 0
+    timed = sched.run_pass(_snap(1000.0), time_plugins=True)
+    assert timed.plugin_seconds is not None and timed.backfill is not None
+    assert len(ledger) == 2  # jobs 1 and 2, written by the timed pass, kept for the next
+    plain = build_scheduler().run_pass(_snap(1000.0))
+    assert timed.plan == plain.plan
 
 
 class _Host:

@@ -42,6 +42,7 @@ Rules for every point:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -345,6 +346,14 @@ class BackfillPlugin(Plugin, Protocol):
     def policy_for(self, partition: str) -> BackfillPolicy | None:
         """The partition's backfill policy, or None to leave it strictly in priority
         order. Called once per partition per pass; must be pure."""
+        ...
+
+    def planning(self) -> AbstractContextManager[object]:
+        """Held around one backfill stage of a pass (its ``prepare`` and every
+        ``runtime`` call): a predictor other threads learn with is held for the stage,
+        so that the stage plans with one state of it (``prepare``'s batch not made stale
+        by a job that ended meanwhile) and no ``runtime`` call waits for it again. May
+        hold nothing."""
         ...
 
     def prepare(self, jobs: Sequence[Job]) -> None:

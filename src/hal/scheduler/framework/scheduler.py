@@ -96,6 +96,15 @@ class PassResult:
     # The partitions whose jobs the main loop passed over at their most starts
     # (``max_starts``), in the order it first did: () when it stopped at none.
     capped: tuple[str, ...] = ()
+    # Wall seconds of the pass's stages (``PASS_STAGES``), measured, not part of the
+    # decision: where a long pass went (the server's slow-pass log and ``/v1/diag``).
+    stages: Mapping[str, float] = field(default_factory=dict)
+
+
+# The stages ``PassResult.stages`` times, in the pass's order: the node table with the
+# running allocations taken out, the queue's sort, the main loop, the backfill stage
+# (0 when it did not run), the waiting jobs' changes and the plan.
+PASS_STAGES = ("context", "sort", "main", "backfill", "changes", "plan")
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +236,11 @@ class Scheduler:
         if time_plugins:
             times = {}
             framework = Framework(timed_profile(self.profile, times))
+            # the running jobs' rows kept from pass to pass are the same timed or not: a
+            # timed pass that wrote them all again (a fresh ledger) cost a backfill stage
+            # thousands of rows more than the passes around it, on the live server the
+            # longest pass (docs/benchmarks-scale.md)
+            framework.releases = self.framework.releases
         # Python's cyclic garbage collector is off during the pass: a pass allocates tens
         # of thousands of short-lived objects (verdicts, outcomes) and makes no reference
         # cycles, but every so many allocations the collector walks every live object,
@@ -261,7 +275,10 @@ class Scheduler:
     ) -> PassResult:
         # The pass, stage by stage; each reads what the ones before it left.
         # 1. The context: the node table with every running allocation taken out.
+        clock = time.perf_counter
+        marks = [clock()]
         ctx = PassContext.from_snapshot(snapshot, nodes)
+        marks.append(clock())
         # 2. The main loop: each pending job in queue order, placed now (taken out of
         #    the table at once) or held back. Het jobs and jobs naming several partitions
         #    are decided by their group placements, made for this pass.
@@ -272,19 +289,22 @@ class Scheduler:
         #    looks at every job but stops placing a partition's at its cap hands backfill
         #    the first jobs it passes over (backfill's turn).
         turn = backfill and depth is None and max_starts is not None
-        complete = loop.run(
-            framework.sort(snapshot.pending), depth=depth, max_starts=max_starts, hand_over=turn
-        )
+        queue = framework.sort(snapshot.pending)
+        marks.append(clock())
+        complete = loop.run(queue, depth=depth, max_starts=max_starts, hand_over=turn)
+        marks.append(clock())
         # 3. Backfill: the held-back jobs planned over time; those that delay no
         #    reservation start now, the first blocked ones get reservations.
         backfill = backfill and (complete or turn)
         planned, cycle = self._backfill(framework, ctx, loop, backfill, explain)
+        marks.append(clock())
         loop.placed.extend(planned.placements)
         loop.statuses.update(planned.statuses)
         forecast = planned.forecast if want_updates else None
         # 4. What changed for the waiting jobs (reasons, expected starts), and why jobs
         #    were not placed (rejection counts).
         updates, rejections = _changes(loop, planned, forecast, want_updates)
+        marks.append(clock())
         # 5. The plan, and what ``forecast`` will need of this pass.
         #    Backfill lowered some jobs' limits (--time-min), a plugin said why it chose
         #    some jobs' nodes: each Placement is made once with both (not remade by
@@ -323,6 +343,8 @@ class Scheduler:
         elif forecasting and carried is not None:
             self._forecast = carried.carried_into(plan, loop.statuses)
         settled = planned.settled if not loop.terminations else None
+        marks.append(clock())
+        stages = {name: marks[i + 1] - marks[i] for i, name in enumerate(PASS_STAGES)}
         return PassResult(
             plan,
             loop.statuses,
@@ -332,6 +354,7 @@ class Scheduler:
             settled=settled,
             complete=complete,
             capped=tuple(loop.capped),
+            stages=stages,
         )
 
     @staticmethod
@@ -352,17 +375,18 @@ class Scheduler:
         if not loop.held:
             return BackfillResult(), None
         began = time.perf_counter()
-        planned = run_backfill(
-            framework,
-            ctx,
-            plugin,
-            loop.held,
-            loop.held_stages,
-            loop.placed,
-            loop.groupings,
-            explain=explain,
-            capped=frozenset(loop.capped),
-        )
+        with plugin.planning():  # (a shared predictor held for the stage)
+            planned = run_backfill(
+                framework,
+                ctx,
+                plugin,
+                loop.held,
+                loop.held_stages,
+                loop.placed,
+                loop.groupings,
+                explain=explain,
+                capped=frozenset(loop.capped),
+            )
         cycle = BackfillCycle(
             time.perf_counter() - began,
             len(loop.held),

@@ -41,6 +41,7 @@ EXTENSION_POINTS = {
     "generate": "PlacementGenerate",
     "score_placement": "PlacementScore",
     "policy_for": "Backfill",
+    "planning": "Backfill",
     "prepare": "Backfill",
     "runtime": "Backfill",
     "fixed_runtimes": "Backfill",

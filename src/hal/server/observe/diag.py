@@ -104,6 +104,7 @@ def reset_diag(plane: ObservePlane) -> None:
     m.cycle_depth_total = m.backfill_depth_total = 0
     plane.loop_lag.reset()
     plane.requests.reset()
+    plane.passes.reset()
 
 
 def _enabled(plane: ObservePlane) -> None:
@@ -148,6 +149,7 @@ def scheduler_diag(plane: ObservePlane, agent_queue_size: int | None = None) -> 
         passes_capped=c.passes_capped,
         passes_capped_backfilled=c.passes_capped_backfilled,
         max_event_loop_lag_s=plane.loop_lag.max_s,
+        max_pass_breakdown=plane.passes.longest,
         total_depth=m.cycle_depth_total,
         last_queue_length=m.last_queue_length,
         backfill_jobs=c.backfill_jobs,

@@ -14,7 +14,10 @@ reference cycle among frozen objects waits, until the thaw every ``thaw_s``
 (default 600; 0: nothing frozen).
 
 The collector is the process's: the freezers of several servers in one process (tests
-run them in threads) share one callback, and the last to stop thaws the heap.
+run them in threads) share one callback, and the last to stop thaws the heap. The
+callback also keeps when the latest full collections ran and how long
+(``_Collector.full_between``): the slow-pass log (``hal.server.observe.passes``) counts
+those within a long pass.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import time
+from collections import deque
 
 THAW_S = 600.0
+FULL_KEPT = 32  # the latest full collections kept (when, how long) for the slow-pass log
 
 
 class _Collector:
@@ -33,13 +39,33 @@ class _Collector:
         self.lock = threading.Lock()
         self.users = 0
         self.freezes = 0  # full collections seen, each followed by a freeze
+        # the latest full collections: (began, seconds), on ``time.perf_counter``
+        self.full: deque[tuple[float, float]] = deque(maxlen=FULL_KEPT)
+        self._began = 0.0
 
     def on_gc(self, phase: str, info: dict[str, int]) -> None:
         # (in whichever thread collected; at "stop" of a full collection only its
         # survivors are tracked, so they are what is frozen)
-        if phase == "stop" and info["generation"] == 2:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._began = time.perf_counter()
+        elif phase == "stop":
             gc.freeze()
             self.freezes += 1
+            self.full.append((self._began, time.perf_counter() - self._began))
+
+    def full_between(self, since: float, until: float) -> tuple[int, float]:
+        """The full collections that overlapped ``since``–``until`` (``perf_counter``)
+        among the latest ``FULL_KEPT``, and their seconds within it: every thread
+        waited for them (the interpreter is held while one runs)."""
+        count, seconds = 0, 0.0
+        for began, took in list(self.full):
+            overlap = min(until, began + took) - max(since, began)
+            if overlap > 0:
+                count += 1
+                seconds += overlap
+        return count, seconds
 
     def join(self) -> None:
         with self.lock:

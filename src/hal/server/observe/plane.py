@@ -38,6 +38,7 @@ from hal.server.observe.heap import HeapFreezer
 from hal.server.observe.loop_lag import LoopLag
 from hal.server.observe.metrics import HalMetrics, instrumented_decide
 from hal.server.observe.outputrelay import OutputRelay
+from hal.server.observe.passes import SlowPasses
 from hal.server.observe.rpc_stats import RequestCounts
 from hal.server.observe.tracing import JobTracer
 from hal.state.cluster import Cluster
@@ -119,6 +120,8 @@ class ObservePlane:
             stall_log_s=s.loop_stall_log_s,
         )
         self.heap = HeapFreezer(s.gc_thaw_s)
+        # the long passes' breakdowns: logged, and the longest kept for /v1/diag
+        self.passes = SlowPasses(s.slow_pass_log_s, self.heap.collector.full_between, clock.now)
         self._tasks: list[asyncio.Task[None]] = []
         # (job id, end time) of the ends already counted, traced and logged, oldest first:
         # a later change to a finished job (``hal update``, ``scontrol update``) is
@@ -128,10 +131,12 @@ class ObservePlane:
 
     # -- wiring ---------------------------------------------------------------------------
     def decide(self, scheduler: PassRunner) -> Callable[[ClusterSnapshot], Plan]:
-        """The scheduler's decide function, reporting each pass when metrics are on."""
-        if not self.settings.metrics:
-            return scheduler.schedule
-        return instrumented_decide(scheduler, [self.metrics.record_pass])
+        """The scheduler's decide function, reporting each pass to the slow-pass log
+        and, when metrics are on, to the metrics."""
+        sinks = [self.passes.record]
+        if self.settings.metrics:
+            sinks.append(self.metrics.record_pass)
+        return instrumented_decide(scheduler, sinks)
 
     @property
     def plugin_timing_every_s(self) -> float | None:
@@ -222,6 +227,7 @@ class ObservePlane:
         self.cycles = stats.cycles
         self.metrics.on_cycle(stats, snap, plan)
         self.tracer.on_cycle(stats, snap, plan)
+        self.passes.on_cycle(stats, len(snap.pending))
 
     async def _tick(self) -> None:
         next_sample = next_anomaly_check = 0.0

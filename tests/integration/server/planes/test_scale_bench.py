@@ -52,6 +52,11 @@ def test_the_scale_bench_reports_a_whole_run(pg_url: str) -> None:
         else 1 <= report["passes_over_2s"] <= report["passes"]
     )
     assert report["max_forecast_slice_s"] <= report["max_cycle_s"]
+    # what the longest pass was made of: its own time, parts within it
+    longest = report["max_pass_breakdown"]
+    assert longest["pass_s"] == pytest.approx(report["max_pass_s"], abs=0.002)
+    assert longest["wait_s"] + longest["cpu_s"] <= longest["pass_s"] + 0.002
+    assert longest["pending"] >= longest["placed"] and longest["opened_s"] >= 0
     # (this size never reaches max_job_starts: test_backfill_turn counts the turns)
     assert {"passes_capped", "passes_capped_backfilled", "backfill_cycles"} <= report.keys()
     # the loop's lag: its p99, read from the histogram's buckets over the window, lies

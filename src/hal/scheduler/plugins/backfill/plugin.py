@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 
 import numpy as np
@@ -102,6 +103,15 @@ class Backfill:
         if partition in self.per_partition:
             return self.per_partition[partition]
         return self.default
+
+    def planning(self) -> AbstractContextManager[object]:
+        # the server's shared predictor (the prediction service observes ends and trains
+        # with it): held for the stage. Asked job by job, each call took its lock again,
+        # and a job ended meanwhile made every prediction of its user's jobs stale, each
+        # then predicted alone (on the live server, a fifth of backfill's turn)
+        if isinstance(self.predictor, SharedPredictor):
+            return self.predictor.lock
+        return nullcontext()
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         if self._batch is not None:

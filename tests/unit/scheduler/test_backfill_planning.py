@@ -1,0 +1,79 @@
+"""The backfill stage holds a predictor shared with other threads for the whole stage
+(``BackfillPlugin.planning``): the prediction service's trainer observes and trains
+between two stages, never inside one, and the stage's ``runtime`` calls do not wait for
+it again one by one."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hal.core.job import Job
+from hal.predict import SharedPredictor
+from hal.predict.registry import planning_predictor
+from hal.scheduler.plugins import backfill, build_scheduler, default_profile, default_registry
+from hal.scheduler.plugins.backfill.plugin import Backfill
+from hal.testing import cluster, make_job
+
+
+def _held_elsewhere(lock: Any) -> bool:
+    """Whether another thread finds ``lock`` taken."""
+    got: list[bool] = []
+
+    def probe() -> None:
+        free = lock.acquire(blocking=False)
+        if free:
+            lock.release()
+        got.append(not free)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return got[0]
+
+
+def test_a_shared_predictor_is_held_while_planning_and_no_other_is() -> None:
+    shared = SharedPredictor(planning_predictor("avg2"))
+    plugin = backfill.new({"mode": "easy"}, predictor=shared)
+    assert not _held_elsewhere(shared.lock)
+    with plugin.planning():
+        assert _held_elsewhere(shared.lock)
+        assert plugin.runtime(make_job(1).limit(100).build()) > 0  # (re-entered: no wait)
+    assert not _held_elsewhere(shared.lock)
+    with backfill.new({"mode": "easy"}).planning():  # the user predictor: nothing held
+        pass
+
+
+class _Watching(Backfill):
+    """The plugin, noting whether its predictor was held elsewhere at each run time."""
+
+    seen: list[bool]
+
+    def runtime(self, job: Job, elapsed_s: float = 0.0) -> float:
+        assert isinstance(self.predictor, SharedPredictor)
+        self.seen.append(_held_elsewhere(self.predictor.lock))
+        return super().runtime(job, elapsed_s)
+
+
+def test_a_pass_plans_every_run_time_with_the_predictor_held() -> None:
+    shared = SharedPredictor(planning_predictor("avg2"))
+    scheduler = build_scheduler(default_profile(), default_registry(predictor=shared))
+    plugin = scheduler.profile.backfill
+    assert isinstance(plugin, Backfill)
+    plugin.__class__ = _Watching
+    watching: Any = plugin
+    watching.seen = []
+    snap = (
+        cluster(1000.0)
+        .uniform_nodes(4, cpus=1)
+        .running(
+            make_job(1).limit(100).running_on("n0001", start=990),
+            make_job(2).limit(100).running_on("n0002", start=990),
+        )
+        .pending(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+        .build()
+    )
+    result = scheduler.run_pass(snap)
+    assert result.backfill is not None
+    assert watching.seen and all(watching.seen)
+    assert not _held_elsewhere(shared.lock)  # let go after the stage
