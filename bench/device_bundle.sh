@@ -24,12 +24,12 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 .venv/bin/pip wheel -q --no-deps "python-hostlist==$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("python-hostlist"))')" -w .whl
 # PostgreSQL: the server's programs, the modules initdb and a server load, share/, and
 # every library they link but glibc's and the compiler's own (the device has newer ones)
-src=/usr/lib/postgresql/15; tmp=$(mktemp -d)
-mkdir -p $tmp/usr$src/bin $tmp/usr$src/lib $tmp/usr/share/postgresql $tmp/libs $tmp/zoneinfo
-cp $src/bin/{postgres,initdb,pg_ctl} $tmp/usr$src/bin/
-cp $src/lib/{plpgsql.so,dict_snowball.so,libpqwalreceiver.so,pgoutput.so} $tmp/usr$src/lib/
+src=/usr/lib/postgresql/15; tmp=$(mktemp -d); chmod 755 $tmp  # (the archive's root: nobody runs it)
+mkdir -p $tmp$src/bin $tmp$src/lib $tmp/usr/share/postgresql $tmp/libs $tmp/zoneinfo
+cp $src/bin/{postgres,initdb,pg_ctl} $tmp$src/bin/
+cp $src/lib/{plpgsql.so,dict_snowball.so,libpqwalreceiver.so,pgoutput.so} $tmp$src/lib/
 cp -r /usr/share/postgresql/15 $tmp/usr/share/postgresql/
-for l in $(ldd $tmp/usr$src/bin/* $tmp/usr$src/lib/*.so | awk '/=>/ {print $3}' | sort -u); do
+for l in $(ldd $tmp$src/bin/* $tmp$src/lib/*.so | awk '/=>/ {print $3}' | sort -u); do
   case $(basename $l) in libc.so*|libm.so*|libresolv.so*|libgcc_s.so*|libstdc++.so*) ;; *) cp -L $l $tmp/libs/ ;; esac
 done
 cp -r /usr/share/zoneinfo/UTC /usr/share/zoneinfo/Etc $tmp/zoneinfo/

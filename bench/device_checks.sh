@@ -29,7 +29,7 @@ if [ "$WHAT" != scale ]; then
   timeout 120 python3 bench/gpu_sample.py 4 > $OUT/gpu_sample.json 2>&1; echo "gpu_sample rc=$?"; tail -c 600 $OUT/gpu_sample.json
 fi
 if [ "$WHAT" != gpu ]; then
-  PG=/tmp/pg; mkdir -p $PG && tar xJf .pgb/pg15.tar.xz -C $PG
+  PG=/tmp/pg; mkdir -p $PG && tar xJf .pgb/pg15.tar.xz -C $PG && chmod 755 $PG
   [ -e /usr/share/zoneinfo/UTC ] || { mkdir -p /usr/share/zoneinfo && cp -r $PG/zoneinfo/* /usr/share/zoneinfo/; }
   B=$PG/usr/lib/postgresql/15/bin; D=/tmp/pgdata$PGPORT; rm -rf $D; mkdir -p $D; chown 65534:65534 $D
   as() { LD_LIBRARY_PATH=$PG/libs python3 -c 'import os,sys; os.setgroups([]); os.setgid(65534); os.setuid(65534); os.execvp(sys.argv[1], sys.argv[1:])' "$@"; }
