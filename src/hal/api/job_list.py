@@ -21,7 +21,7 @@ version (one of only ``FLAT_FIELDS``, leaving out the same defaults: ``,"name":`
 in it only before a field), runs of adjacent fields at a time (``_plan``, ``_cut``), and
 builds only the others; a plain pending job's live fields (``live_settled``) are that
 set's where it has the same. A new ``squeue -o`` with a field or two beyond a kept set
-costs about half of building it all (docs/benchmarks-scale.md). Nothing more is kept of
+costs about half of building it all (docs/benchmarks-commands.md). Nothing more is kept of
 a job: each set's JSON is its own bytes (a settled job's live part shared).
 
 ``omit_defaults`` (ADR 0028) leaves out of each job the fields whose value is their
