@@ -99,9 +99,11 @@ class PacedScheduler:
     literature setting). Called from one thread at a time (the scheduler's worker).
 
     ``time_plugins_every_s``: one pass in that many seconds runs with its plugin calls
-    timed (``PassResult.plugin_seconds``, the per-plugin metric), but not one whose
-    backfill stage is due (the heaviest): the next pass is; 0: every pass, those too;
-    None: never.
+    timed (``PassResult.plugin_seconds``, the per-plugin metric); 0: every pass; None:
+    never. A pass whose backfill stage is due (the heaviest) puts its timing off to the
+    next pass once: if that pass has backfill due as well (``interval_s = 0``, or passes
+    as far apart as the backfill interval) it is timed, backfill stage and all, so
+    timing never stops.
 
     ``bounds``: the main pass's (``PassBounds``), replaced whole when the server is
     reconfigured, as ``scheduler`` is."""
@@ -117,6 +119,7 @@ class PacedScheduler:
         self.last_backfill = -math.inf
         self.time_plugins_every_s = time_plugins_every_s
         self.last_timed = -math.inf
+        self.timing_put_off = False  # the last due pass put its timing off to the next
         self.bounds = bounds or PassBounds()
         self.last_full = -math.inf
         self.stopped = False  # the last pass stopped at max_starts: the next one is full
@@ -145,10 +148,12 @@ class PacedScheduler:
         timed = every is not None and (now - self.last_timed >= every or now < self.last_timed)
         # (not a pass that runs the backfill stage, the heaviest, when passes are timed
         # one in a while: a timed pass costs up to twice its CPU, and on backfill's turn
-        # at 10,000 nodes it was the longest pass; the next pass is timed instead)
-        timed = timed and not (due and every)
+        # at 10,000 nodes it was the longest pass; the next pass is timed instead), but
+        # once only: with backfill due on every pass, none would ever be timed
+        if timed and due and every and not self.timing_put_off:
+            timed, self.timing_put_off = False, True
         if timed:
-            self.last_timed = now
+            self.last_timed, self.timing_put_off = now, False
         result = self.scheduler.run_pass(
             snapshot,
             backfill=due,
@@ -197,11 +202,14 @@ class CycleStats:
     # of ``last_pass_s``: how long the pass waited for a worker thread before it began
     # (``last_pass_wait_s``) and the CPU its thread ran (``last_pass_cpu_s``; the rest
     # of its time the thread waited for the interpreter, which the event loop shares,
-    # or for the machine); ``last_pass_began``: when it was handed to the worker
+    # or for the machine); ``last_pass_handback_s``: from the pass's end on its thread
+    # to the event loop taking its plan back (the loop busy with other work);
+    # ``last_pass_began``: when it was handed to the worker
     # (``time.perf_counter``); ``last_snapshot_s``: the snapshot and its related jobs
     # before it, ``last_apply_s``: the writing of its plan after it (on the event loop)
     last_pass_wait_s: float = 0.0
     last_pass_cpu_s: float = 0.0
+    last_pass_handback_s: float = 0.0
     last_pass_began: float = 0.0
     last_snapshot_s: float = 0.0
     last_apply_s: float = 0.0
@@ -263,12 +271,13 @@ class SchedulerService:
                 log.exception("scheduling cycle failed")
                 pending_work = True
 
-    def _timed_decide(self, snap: ClusterSnapshot) -> tuple[Plan, float, float]:
-        """``decide`` on the worker thread: its plan, when it began (``perf_counter``)
-        and the CPU seconds its thread ran."""
+    def _timed_decide(self, snap: ClusterSnapshot) -> tuple[Plan, float, float, float]:
+        """``decide`` on the worker thread: its plan, when it began and ended
+        (``perf_counter``) and the CPU seconds its thread ran."""
         began, cpu = time.perf_counter(), time.thread_time()
         plan = self.decide(snap)
-        return plan, began, time.thread_time() - cpu
+        cpu = time.thread_time() - cpu
+        return plan, began, time.perf_counter(), cpu
 
     async def cycle(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
         """One pass; returns whether pending jobs remain."""
@@ -283,8 +292,10 @@ class SchedulerService:
             return False
         stats = self.stats
         started = time.perf_counter()
-        plan, began, cpu = await loop.run_in_executor(None, self._timed_decide, snap)
-        stats.last_duration_s = stats.last_pass_s = time.perf_counter() - started
+        plan, began, ended, cpu = await loop.run_in_executor(None, self._timed_decide, snap)
+        back = time.perf_counter()
+        stats.last_duration_s = stats.last_pass_s = back - started
+        stats.last_pass_handback_s = max(0.0, back - ended)
         stats.last_pass_began, stats.last_snapshot_s = started, started - snapped
         stats.last_pass_wait_s, stats.last_pass_cpu_s = max(0.0, began - started), cpu
         stats.last_forecast_s = None

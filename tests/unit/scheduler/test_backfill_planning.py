@@ -5,12 +5,17 @@ it again one by one."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from hal.core.job import Job
 from hal.predict import SharedPredictor
 from hal.predict.registry import planning_predictor
+from hal.scheduler.framework.profile import Profile
+from hal.scheduler.framework.scheduler import Scheduler
+from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins import backfill, build_scheduler, default_profile, default_registry
 from hal.scheduler.plugins.backfill.plugin import Backfill
 from hal.testing import cluster, make_job
@@ -77,3 +82,86 @@ def test_a_pass_plans_every_run_time_with_the_predictor_held() -> None:
     assert result.backfill is not None
     assert watching.seen and all(watching.seen)
     assert not _held_elsewhere(shared.lock)  # let go after the stage
+
+
+class _NoPlanning:
+    """A backfill plugin written before ``planning`` (out of the tree): every method of
+    ``BackfillPlugin`` but that optional one."""
+
+    def __init__(self, inner: Backfill) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    @property
+    def interval_s(self) -> float:
+        return self.inner.interval_s
+
+    @property
+    def yield_interval_s(self) -> float:
+        return self.inner.yield_interval_s
+
+    def policy_for(self, partition: str) -> Any:
+        return self.inner.policy_for(partition)
+
+    def prepare(self, jobs: Sequence[Job]) -> None:
+        self.inner.prepare(jobs)
+
+    def runtime(self, job: Job, elapsed_s: float = 0.0) -> float:
+        return self.inner.runtime(job, elapsed_s)
+
+    def fixed_runtimes(self, jobs: Sequence[Job]) -> Any:
+        return self.inner.fixed_runtimes(jobs)
+
+
+def _snap() -> ClusterSnapshot:
+    return (
+        cluster(1000.0)
+        .uniform_nodes(4, cpus=1)
+        .running(
+            make_job(1).limit(100).running_on("n0001", start=990),
+            make_job(2).limit(100).running_on("n0002", start=990),
+        )
+        .pending(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+        .build()
+    )
+
+
+def test_a_backfill_plugin_without_planning_is_still_one() -> None:
+    """``planning`` is optional (``BackfillPlanning``): a plugin without it stays the
+    profile's backfill plugin, its stage held around nothing, timed or not."""
+    sched = build_scheduler()
+    inner = sched.profile.backfill
+    assert isinstance(inner, Backfill)
+    plugin = _NoPlanning(inner)
+    assert not hasattr(plugin, "planning")
+    profile = Profile.from_plugins([sched.profile.queue_sort, plugin])
+    assert profile.backfill is plugin
+    bare = Scheduler(dataclasses.replace(sched.profile, backfill=plugin))
+    for timed in (False, True):
+        result = bare.run_pass(_snap(), time_plugins=timed)
+        assert result.backfill is not None and result.backfill.lock_s >= 0
+        assert {p.job_id for p in result.plan.placements} == {12}
+
+
+def test_the_stage_s_wait_for_the_predictor_is_its_lock_s() -> None:
+    """Another thread holding the shared predictor (the trainer) as the stage begins:
+    the stage's wait to take it is ``BackfillCycle.lock_s``, apart from the rest."""
+    shared = SharedPredictor(planning_predictor("avg2"))
+    scheduler = build_scheduler(default_profile(), default_registry(predictor=shared))
+    taken, let_go = threading.Event(), threading.Event()
+
+    def trainer() -> None:
+        with shared.lock:
+            taken.set()
+            let_go.wait(5)
+
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    taken.wait(5)
+    threading.Timer(0.2, let_go.set).start()
+    result = scheduler.run_pass(_snap())
+    thread.join()
+    assert result.backfill is not None
+    assert 0.15 <= result.backfill.lock_s <= result.backfill.duration_s
+    quiet = scheduler.run_pass(_snap())
+    assert quiet.backfill is not None and quiet.backfill.lock_s < 0.05

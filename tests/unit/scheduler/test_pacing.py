@@ -93,6 +93,22 @@ def test_paced_scheduler_times_one_pass_per_interval(sched: Scheduler) -> None:
     assert all(every.run_pass(_snap(1000.0)).plugin_seconds for _ in range(2))
 
 
+def test_timing_is_put_off_once_when_every_pass_backfills(sched: Scheduler) -> None:
+    """With backfill due on every pass (``interval_s = 0``, or a quiet server's passes
+    as far apart as bf_interval) a due pass puts its timing off once, and the next one
+    is timed, backfill stage and all: the per-plugin metric never goes silent."""
+    config = default_profile()
+    config["plugin_args"] = {"noderesources": {"score": "best_fit"}, "backfill": {"interval_s": 0}}
+    paced = PacedScheduler(build_scheduler(config), time_plugins_every_s=10.0)
+    at = (1000, 1001, 1002, 1011, 1012)
+    results = [paced.run_pass(_snap(t)) for t in at]
+    assert all(r.backfill is not None for r in results)
+    assert [r.plugin_seconds is not None for r in results] == [False, True, False, False, True]
+    quiet = PacedScheduler(sched, time_plugins_every_s=10.0)  # bf_interval 30 s
+    timed = [quiet.run_pass(_snap(t)).plugin_seconds is not None for t in (1000, 1040, 1080)]
+    assert timed == [False, True, False]
+
+
 def _capped(now: float) -> ClusterSnapshot:
     """Eight idle nodes, ten one-node jobs: a pass stops at two starts (max_starts)."""
     return (

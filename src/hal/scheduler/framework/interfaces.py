@@ -348,14 +348,6 @@ class BackfillPlugin(Plugin, Protocol):
         order. Called once per partition per pass; must be pure."""
         ...
 
-    def planning(self) -> AbstractContextManager[object]:
-        """Held around one backfill stage of a pass (its ``prepare`` and every
-        ``runtime`` call): a predictor other threads learn with is held for the stage,
-        so that the stage plans with one state of it (``prepare``'s batch not made stale
-        by a job that ended meanwhile) and no ``runtime`` call waits for it again. May
-        hold nothing."""
-        ...
-
     def prepare(self, jobs: Sequence[Job]) -> None:
         """Called once per backfill stage, before any ``runtime`` call, with every job
         the stage may plan (running and held back): a chance to predict them all in one
@@ -374,6 +366,19 @@ class BackfillPlugin(Plugin, Protocol):
         """``runtime(job)`` for each of ``jobs`` (pending: nothing elapsed) at once, when
         the answers do not depend on when or in what order they are asked (the requested
         time); else None, and the stage asks ``runtime`` job by job, as it would have."""
+        ...
+
+
+class BackfillPlanning(Protocol):
+    """Optional on a ``BackfillPlugin`` (a plugin without it is a backfill plugin all
+    the same, its stage held around nothing):"""
+
+    def planning(self) -> AbstractContextManager[object]:
+        """Held around one backfill stage of a pass (its ``prepare`` and every
+        ``runtime`` call): a predictor other threads learn with is held for the stage,
+        so that the stage plans with one state of it (``prepare``'s batch not made stale
+        by a job that ended meanwhile) and no ``runtime`` call waits for it again. The
+        wait to take it is the stage's ``lock_s``. May hold nothing."""
         ...
 
 

@@ -143,11 +143,12 @@ _REMEMBER_FROM = 16
 
 
 class Framework:
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, releases: ReleaseLedger | None = None) -> None:
         self.profile = profile
         self._current = ""  # the plugin being called, to name it if it raises
-        # Backfill's running jobs as profile events, kept from one pass to the next
-        self.releases = ReleaseLedger()
+        # Backfill's running jobs as profile events, kept from one pass to the next (a
+        # timed pass's framework is handed the scheduler's: the same rows, timed or not)
+        self.releases = ReleaseLedger() if releases is None else releases
         # Resolved once: isinstance against a Protocol is slow, and this runs per job.
         # (name, bound method) per plugin: the name and the method are looked up once
         self._pre_filter_calls: PreFilterCalls = tuple(

@@ -50,6 +50,7 @@ import dataclasses
 import gc
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
@@ -68,7 +69,7 @@ from hal.scheduler.framework.profile import Profile
 from hal.scheduler.framework.runtime import Framework, Mode, WillRunResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Placement, Plan
 from hal.scheduler.framework.status import Code, Status
-from hal.scheduler.framework.timing import PluginTimes, timed_profile
+from hal.scheduler.framework.timing import PluginTimes, timed_profile, unwrapped
 
 _SUCCESS, _ERROR = Code.SUCCESS, Code.ERROR
 
@@ -117,6 +118,10 @@ class BackfillCycle:
     considered: int
     started: int
     reservations: int
+    # of ``duration_s``: the wait to take what the plugin holds for the stage
+    # (``BackfillPlugin`` ``planning``: the server's predictor, which its trainer holds
+    # while it learns)
+    lock_s: float = 0.0
 
 
 class Scheduler:
@@ -235,12 +240,11 @@ class Scheduler:
         times: PluginTimes | None = None
         if time_plugins:
             times = {}
-            framework = Framework(timed_profile(self.profile, times))
             # the running jobs' rows kept from pass to pass are the same timed or not: a
             # timed pass that wrote them all again (a fresh ledger) cost a backfill stage
             # thousands of rows more than the passes around it, on the live server the
             # longest pass (docs/benchmarks-scale.md)
-            framework.releases = self.framework.releases
+            framework = Framework(timed_profile(self.profile, times), self.framework.releases)
         # Python's cyclic garbage collector is off during the pass: a pass allocates tens
         # of thousands of short-lived objects (verdicts, outcomes) and makes no reference
         # cycles, but every so many allocations the collector walks every live object,
@@ -375,7 +379,12 @@ class Scheduler:
         if not loop.held:
             return BackfillResult(), None
         began = time.perf_counter()
-        with plugin.planning():  # (a shared predictor held for the stage)
+        # (a shared predictor held for the stage; ``planning`` is optional, and called
+        # on the plugin itself, not its timing proxy: its wait is ``lock_s``)
+        planning = getattr(unwrapped(plugin), "planning", None)
+        held = planning() if planning is not None else nullcontext()
+        with held:
+            lock_s = time.perf_counter() - began
             planned = run_backfill(
                 framework,
                 ctx,
@@ -392,6 +401,7 @@ class Scheduler:
             len(loop.held),
             len(planned.placements),
             len(planned.reservations),
+            lock_s,
         )
         return planned, cycle
 

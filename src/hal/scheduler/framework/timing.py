@@ -41,7 +41,6 @@ EXTENSION_POINTS = {
     "generate": "PlacementGenerate",
     "score_placement": "PlacementScore",
     "policy_for": "Backfill",
-    "planning": "Backfill",
     "prepare": "Backfill",
     "runtime": "Backfill",
     "fixed_runtimes": "Backfill",
