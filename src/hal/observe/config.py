@@ -93,7 +93,7 @@ class ObserveConfig:
     plugin_timing_interval_s: float = 10.0  # one timed pass per this many seconds; <0 never
     loop_stall_log_s: float = 0.0  # log the event loop held this long, with its stacks; 0 off
     gc_thaw_s: float = 600.0  # the heap frozen after each full collection, thawed this often
-    slow_pass_log_s: float = 1.0  # log a scheduling pass this long, stage by stage; 0 off
+    slow_pass_log_s: float = 2.0  # log a scheduling pass this long, stage by stage; 0 off
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObserveConfig:

@@ -85,7 +85,7 @@ class SchedulerDiag(WireModel):
     max_event_loop_lag_s: float | None = None
     # what the longest pass since the reset was made of (hal.server.observe.passes): its
     # wait for a worker, its CPU, its stages, full collections in it, what it decided
-    max_pass_breakdown: dict[str, float | int | bool] | None = None
+    max_pass_breakdown: dict[str, float | int | bool | None] | None = None
 
     def main_schedule(self) -> tuple[float, float, float, int]:
         """The passes' last, longest, summed (seconds) and mean (µs) duration: Slurm's

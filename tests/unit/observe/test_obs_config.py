@@ -31,6 +31,14 @@ def test_defaults_and_overrides() -> None:
     assert cfg.loop_stall_log_s == 0.2 and ObserveConfig().loop_stall_log_s == 0.0  # (off)
 
 
+def test_the_slow_pass_log_is_two_seconds_unless_set() -> None:
+    """At 10,000 nodes passes run 1.7–2.1 s by design: 2 s logs the ones past that."""
+    assert ObserveConfig().slow_pass_log_s == 2.0
+    assert ObserveConfig.from_env({"HAL_SLOW_PASS_LOG_S": ""}).slow_pass_log_s == 2.0
+    assert ObserveConfig.from_env({"HAL_SLOW_PASS_LOG_S": "0.5"}).slow_pass_log_s == 0.5
+    assert ObserveConfig.from_env({"HAL_SLOW_PASS_LOG_S": "0"}).slow_pass_log_s == 0.0  # off
+
+
 def test_the_traces_specific_endpoint_is_used_as_is() -> None:
     env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/custom"}
     assert ObserveConfig.from_env(env).otlp_endpoint == "http://c:4318/custom"
@@ -48,6 +56,9 @@ def test_the_traces_specific_endpoint_is_used_as_is() -> None:
         ("HAL_ALERT_QUEUE_STUCK_S", "-5", "number of at least 0"),
         ("HAL_OUTPUT_RELAY_TIMEOUT_S", "nan", "number of at least 0"),
         ("HAL_LOOP_STALL_LOG_S", "-0.2", "number of at least 0"),
+        ("HAL_SLOW_PASS_LOG_S", "-1", "number of at least 0"),
+        ("HAL_SLOW_PASS_LOG_S", "2s", "number of at least 0"),
+        ("HAL_SLOW_PASS_LOG_S", "inf", "number of at least 0"),
         ("HAL_PLUGIN_TIMING_INTERVAL_S", "often", "set it to a number,"),
         ("HAL_LOG_LEVEL", "verbose", "debug, info, warning, error"),
         ("HAL_LOG_FORMAT", "text", "json, console"),

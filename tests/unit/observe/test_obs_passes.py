@@ -13,7 +13,7 @@ import pytest
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.observe.config import ObserveConfig
-from hal.scheduler.framework.scheduler import PASS_STAGES, PassResult
+from hal.scheduler.framework.scheduler import PASS_STAGES, BackfillCycle, PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.plugins import build_scheduler
 from hal.scheduler.service import CycleStats
@@ -26,7 +26,9 @@ from hal.testing.builders import make_job, make_node
 STAGES = {name: 0.1 * (i + 1) for i, name in enumerate(PASS_STAGES)}
 
 
-def stats(pass_s: float, *, wait_s: float = 0.2, cpu_s: float = 1.0) -> CycleStats:
+def stats(
+    pass_s: float, *, wait_s: float = 0.2, cpu_s: float = 1.0, back_s: float = 0.0
+) -> CycleStats:
     return CycleStats(
         cycles=7,
         last_duration_s=pass_s,
@@ -34,6 +36,7 @@ def stats(pass_s: float, *, wait_s: float = 0.2, cpu_s: float = 1.0) -> CycleSta
         last_started=1000,
         last_pass_wait_s=wait_s,
         last_pass_cpu_s=cpu_s,
+        last_pass_handback_s=back_s,
         last_pass_began=100.0,
         last_snapshot_s=0.05,
         last_apply_s=0.4,
@@ -60,7 +63,7 @@ def test_a_pass_over_the_threshold_logs_its_breakdown_once(
 
     passes = SlowPasses(2.0, one_gc, lambda: 5000.0)
     passes.record(result())
-    with caplog.at_level(logging.WARNING, logger="hal.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="hal.server.observe.passes"):
         passes.on_cycle(stats(3.0), pending=90_000)
     [record] = [r for r in caplog.records if r.getMessage() == "scheduling pass took long"]
     fields = record.__dict__
@@ -86,7 +89,7 @@ def test_a_short_pass_logs_nothing_but_the_longest_is_kept_until_the_reset(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     passes = SlowPasses(2.0, no_gc, lambda: 0.0)
-    with caplog.at_level(logging.WARNING, logger="hal.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="hal.server.observe.passes"):
         passes.on_cycle(stats(0.5), pending=10)
         passes.on_cycle(stats(0.3), pending=10)  # shorter: the longest stays
         passes.on_cycle(stats(0.9), pending=10)
@@ -100,7 +103,7 @@ def test_a_short_pass_logs_nothing_but_the_longest_is_kept_until_the_reset(
 
 def test_the_log_off_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
     passes = SlowPasses(0.0, no_gc, lambda: 0.0)
-    with caplog.at_level(logging.WARNING, logger="hal.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="hal.server.observe.passes"):
         passes.on_cycle(stats(30.0), pending=10)
     assert passes.logged == 0 and not caplog.records
     assert passes.longest is not None  # (still kept for /v1/diag)
@@ -134,7 +137,11 @@ def test_a_pass_times_each_of_its_stages() -> None:
 def test_full_collections_are_timed_and_found_by_their_overlap() -> None:
     collector = _Collector()
     collector.full.extend([(10.0, 0.5), (20.0, 1.0), (30.0, 0.2)])
-    count, seconds = collector.full_between(10.2, 20.5)
+    assert collector.full_between(10.2, 20.5) is None  # no freezer: nothing was timed
+    collector.users = 1  # (as ``join`` counts one, without the process's callback)
+    found = collector.full_between(10.2, 20.5)
+    assert found is not None
+    count, seconds = found
     assert count == 2 and seconds == pytest.approx(0.8)  # 0.3 + 0.5
     assert collector.full_between(11.0, 19.0) == (0, 0.0)
     began = time.perf_counter()
@@ -143,11 +150,32 @@ def test_full_collections_are_timed_and_found_by_their_overlap() -> None:
     collector.on_gc("start", {"generation": 0})  # (the young ones are not kept)
     try:
         assert len(collector.full) == 4 and collector.full[-1][0] >= began
-        assert collector.full_between(began, time.perf_counter())[0] == 1
+        found = collector.full_between(began, time.perf_counter())
+        assert found is not None and found[0] == 1
     finally:
         import gc
 
         gc.unfreeze()
+
+
+def test_the_lock_the_hand_back_and_untimed_collections_are_their_own_fields(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The backfill stage's wait for the predictor (``lock_s``) and the event loop's
+    delay taking the plan back (``handback_s``) are not blamed on ``waited_s``; with no
+    full collections timed (``HAL_GC_THAW_S=0``) ``gc_full``/``gc_s`` are null, not 0."""
+    passes = SlowPasses(2.0, lambda since, until: None, lambda: 0.0)
+    cycle = BackfillCycle(1.0, 10, 0, 1, lock_s=0.5)
+    passes.record(PassResult(Plan(revision=1), backfill=cycle, stages=STAGES))
+    with caplog.at_level(logging.WARNING, logger="hal.server.observe.passes"):
+        passes.on_cycle(stats(3.0, back_s=0.3), pending=10)
+    [record] = [r for r in caplog.records if r.getMessage() == "scheduling pass took long"]
+    fields = record.__dict__
+    assert (fields["lock_s"], fields["handback_s"]) == (0.5, 0.3)
+    # 3.0 - 0.2 waiting for a worker - 0.3 handing back - 1.0 CPU - 0.5 the lock
+    assert fields["waited_s"] == pytest.approx(1.0)
+    assert fields["gc_full"] is None and fields["gc_s"] is None
+    assert fields["backfill"] is True
 
 
 def test_the_service_times_the_wait_and_the_cpu_of_a_pass() -> None:
@@ -182,7 +210,46 @@ def test_the_service_times_the_wait_and_the_cpu_of_a_pass() -> None:
     assert s.last_pass_cpu_s >= 0.03
     assert s.last_pass_s >= s.last_pass_cpu_s + 0.02
     assert 0 <= s.last_pass_wait_s < s.last_pass_s
+    assert 0 <= s.last_pass_handback_s < s.last_pass_s - s.last_pass_cpu_s
     assert s.last_apply_s >= 0.02 and s.last_pass_began > 0
+
+
+def test_the_event_loop_late_to_take_the_plan_back_is_the_hand_back() -> None:
+    """The pass ends on its thread while the event loop is held (0.15 s): that delay is
+    ``last_pass_handback_s``, not the thread's."""
+    from hal.scheduler.service import SchedulerService
+
+    class Host:
+        changed = asyncio.Event()
+
+        def has_pending(self) -> bool:
+            return True
+
+        def snapshot(self) -> ClusterSnapshot:
+            return snapshot_of().pending(make_job(1)).build()
+
+        async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
+            return snap
+
+        async def apply_plan(self, plan: Plan, started: list[int] | None = None) -> list[int]:
+            return []
+
+    def decide(snap: ClusterSnapshot) -> Plan:
+        time.sleep(0.02)
+        return Plan(snap.revision)
+
+    async def both(service: SchedulerService) -> None:
+        async def hog() -> None:
+            await asyncio.sleep(0.005)
+            time.sleep(0.15)  # (the event loop held past the pass's end)
+
+        await asyncio.gather(service.cycle(), hog())
+
+    service = SchedulerService(Host(), decide)
+    asyncio.run(both(service))
+    s = service.stats
+    assert s.last_pass_handback_s >= 0.1
+    assert s.last_pass_s >= s.last_pass_handback_s + 0.02
 
 
 def test_diag_gives_the_longest_pass_breakdown_until_the_reset(

@@ -16,8 +16,9 @@ reference cycle among frozen objects waits, until the thaw every ``thaw_s``
 The collector is the process's: the freezers of several servers in one process (tests
 run them in threads) share one callback, and the last to stop thaws the heap. The
 callback also keeps when the latest full collections ran and how long
-(``_Collector.full_between``): the slow-pass log (``hal.server.observe.passes``) counts
-those within a long pass.
+(``_Collector.full_between``): the slow-pass log (logger ``hal.server.observe.passes``)
+counts those within a long pass; with no freezer running (``HAL_GC_THAW_S=0``) none are
+timed, and it says so (null), not 0.
 """
 
 from __future__ import annotations
@@ -55,10 +56,13 @@ class _Collector:
             self.freezes += 1
             self.full.append((self._began, time.perf_counter() - self._began))
 
-    def full_between(self, since: float, until: float) -> tuple[int, float]:
+    def full_between(self, since: float, until: float) -> tuple[int, float] | None:
         """The full collections that overlapped ``since``–``until`` (``perf_counter``)
         among the latest ``FULL_KEPT``, and their seconds within it: every thread
-        waited for them (the interpreter is held while one runs)."""
+        waited for them (the interpreter is held while one runs). None while the
+        callback is not installed (no freezer running): nothing was timed."""
+        if self.users == 0:
+            return None
         count, seconds = 0, 0.0
         for began, took in list(self.full):
             overlap = min(until, began + took) - max(since, began)

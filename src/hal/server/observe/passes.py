@@ -8,11 +8,17 @@ measured on the event loop, from handing the pass to a worker thread to its plan
 * ``wait_s``: the wait for a worker thread (the default executor's) to begin it;
 * the pass on that thread, stage by stage (``PassResult.stages``: ``context``, ``sort``,
   ``main``, ``backfill``, ``changes``, ``plan``, each ``stage_<name>_s``);
-* of that, ``cpu_s`` the thread ran and ``waited_s`` it did not: the pass waited for the
-  interpreter, which the event loop (agents' syncs, lists, the writing of the last
-  plan) and the other threads share with it, or for the machine's cores;
+* of that, ``cpu_s`` the thread ran; ``lock_s`` the backfill stage waited to take
+  what its plugin holds for it (the server's predictor, which its trainer holds while
+  it learns: ``BackfillPlanning``); and ``waited_s`` the rest, which the thread did not
+  run: the pass waited for the interpreter, which the event loop (agents' syncs, lists,
+  the writing of the last plan) and the other threads share with it, or for the
+  machine's cores;
+* ``handback_s``: from the pass's end on its thread to the event loop taking its plan
+  back (the loop busy with other work meanwhile);
 * ``gc_s``: full garbage collections (``gc_full`` of them) within the pass's time, which
-  hold every thread (``hal.server.observe.heap`` times them while it runs).
+  hold every thread (``hal.server.observe.heap`` times them while it runs; both null
+  when it does not, ``HAL_GC_THAW_S=0``: nothing was measured).
 
 With it what the pass was: the pending jobs it was handed (``pending``), those it looked
 at (``looked``), placed (``placed``), the waiting jobs' updates (``updates``), whether it
@@ -23,8 +29,9 @@ before it (``snapshot_s``) and the writing of its plan after it (``apply_s``, th
 it wrote: ``started``), the server's count of the cycle (``cycle``) and when the cycle
 ended (``at``, seconds since the epoch).
 
-``HAL_SLOW_PASS_LOG_S`` (default 1; 0: off): a pass that long or longer logs one
-warning, ``scheduling pass took long``, with these fields.
+``HAL_SLOW_PASS_LOG_S`` (default 2; 0: off): a pass that long or longer logs one
+warning, ``scheduling pass took long``, with these fields, from the logger
+``hal.server.observe.passes``.
 """
 
 from __future__ import annotations
@@ -36,11 +43,12 @@ from dataclasses import dataclass, field
 from hal.scheduler.framework.scheduler import PASS_STAGES, PassResult
 from hal.scheduler.service import CycleStats
 
-log = logging.getLogger("hal.scheduler")
+log = logging.getLogger(__name__)
 
-Breakdown = dict[str, float | int | bool]
-# (since, until) on perf_counter → the full collections within and their seconds
-FullCollections = Callable[[float, float], tuple[int, float]]
+Breakdown = dict[str, float | int | bool | None]
+# (since, until) on perf_counter → the full collections within and their seconds; None:
+# they are not being timed
+FullCollections = Callable[[float, float], tuple[int, float] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +64,7 @@ class PassFacts:
     capped: bool = False
     complete: bool = True
     timed: bool = False
+    lock_s: float = 0.0
 
     @classmethod
     def of(cls, result: PassResult) -> PassFacts:
@@ -69,25 +78,32 @@ class PassFacts:
             capped=bool(result.capped),
             complete=result.complete,
             timed=result.plugin_seconds is not None,
+            lock_s=result.backfill.lock_s if result.backfill is not None else 0.0,
         )
 
 
 def breakdown(
-    stats: CycleStats, facts: PassFacts, pending: int, gc: tuple[int, float], at: float
+    stats: CycleStats,
+    facts: PassFacts,
+    pending: int,
+    gc: tuple[int, float] | None,
+    at: float,
 ) -> Breakdown:
     """The fields of the module's docstring for the cycle ``stats`` describes, which
-    ended at ``at``."""
-    pass_s, cpu_s = stats.last_pass_s, stats.last_pass_cpu_s
-    ran_s = max(0.0, pass_s - stats.last_pass_wait_s)  # on the worker thread
+    ended at ``at`` (``gc`` None: full collections not timed)."""
+    pass_s, cpu_s, back_s = stats.last_pass_s, stats.last_pass_cpu_s, stats.last_pass_handback_s
+    ran_s = max(0.0, pass_s - stats.last_pass_wait_s - back_s)  # on the worker thread
     out: Breakdown = {
         "cycle": stats.cycles,
         "at": round(at, 3),
         "pass_s": _ms(pass_s),
         "wait_s": _ms(stats.last_pass_wait_s),
         "cpu_s": _ms(cpu_s),
-        "waited_s": _ms(max(0.0, ran_s - cpu_s)),
-        "gc_full": gc[0],
-        "gc_s": _ms(gc[1]),
+        "lock_s": _ms(facts.lock_s),
+        "waited_s": _ms(max(0.0, ran_s - cpu_s - facts.lock_s)),
+        "handback_s": _ms(back_s),
+        "gc_full": None if gc is None else gc[0],
+        "gc_s": None if gc is None else _ms(gc[1]),
     }
     for name in PASS_STAGES:
         out[f"stage_{name}_s"] = _ms(facts.stages.get(name, 0.0))
