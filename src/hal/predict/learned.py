@@ -422,9 +422,16 @@ class LearnedPredictor:
     def save(self, path: Path) -> None:
         """Writes the model and its calibration (LightGBM's text format + JSON), atomically:
         a crash mid-write leaves the previous model."""
+        text = self.saved_text()
+        if text is not None:
+            write_model(path, text)
+
+    def saved_text(self) -> str | None:
+        """What ``save`` writes (None: no model yet), made from the model as it is now:
+        the server takes it under the predictor's lock and writes it after letting go
+        (``write_model``), so a pass does not wait for the disk."""
         if self._trees is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
+            return None
         model = self._trees.booster.model_to_string()
         meta = {
             "model_version": self.model_version,
@@ -439,10 +446,8 @@ class LearnedPredictor:
             # whole process inside LightGBM, where no exception can catch it
             "model_sha256": hashlib.sha256(model.encode()).hexdigest(),
         }
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(meta))
-        os.replace(tmp, path)
         self.saved_at = float(meta["saved_at"])
+        return json.dumps(meta)
 
     def load(self, path: Path) -> bool:
         """Reads a model written by ``save``; False (and nothing changed) when there is
@@ -521,3 +526,12 @@ class LearnedPredictor:
             "calibration_offset": self._offset,
             "under_rate_target": self.under_rate,
         }
+
+
+def write_model(path: Path, text: str) -> None:
+    """``LearnedPredictor.saved_text`` to ``path``, atomically: a crash mid-write leaves
+    the previous model."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

@@ -6,8 +6,12 @@ fraction of a second) and request handlers (``hal show job``) all reach the same
 predictor. Predictors themselves are single-threaded; this wrapper serialises every call
 with one lock.
 
-Code on the event loop must never wait for that lock (training holds it): it uses
+Code on the event loop must never wait for that lock (training holds it, and a pass's
+backfill stage holds it for the whole stage: ``Backfill.planning``): it uses
 ``try_planned_runtime``, which answers ``None`` instead of waiting.
+``PredictionService.estimate`` (``hal show job``'s expected end, the cloud budget's
+expected cost) then stands in with the last answer it read for the job, or its
+prediction at start.
 
 What it wraps is what ``hal.predict.planning_predictor`` builds from ``[scheduler]
 predictor`` and ``[scheduler] correction``, the simulator's own policy: for ``avg2`` and
@@ -110,7 +114,8 @@ class SharedPredictor:
 
     def try_planned_runtime(self, job: Job, elapsed_s: float = 0.0) -> float | None:
         """``planned`` without waiting: ``None`` while another thread holds the
-        predictor (the trainer may hold it for a fraction of a second)."""
+        predictor (the trainer, for a fraction of a second; a pass's backfill stage, for
+        the whole stage)."""
         if not self.lock.acquire(blocking=False):
             return None
         try:

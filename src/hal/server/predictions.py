@@ -48,7 +48,7 @@ from hal.core.suspension import suspended_seconds
 from hal.predict import Predictor, SharedPredictor, make_predictor, planned_runtime
 from hal.predict.baselines import UNLIMITED_S
 from hal.predict.evaluate import quality
-from hal.predict.learned import LearnedPredictor
+from hal.predict.learned import LearnedPredictor, write_model
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.predict")
@@ -447,8 +447,16 @@ class PredictionService:
             return
         inner: Any = self.predictor.inner
         try:
-            with self.predictor.lock:
-                inner.save(path)
+            if isinstance(inner, LearnedPredictor):
+                # made under the lock, written after letting go of it: a pass's backfill
+                # stage, which holds the lock, does not wait for the disk
+                with self.predictor.lock:
+                    text = inner.saved_text()
+                if text is not None:
+                    write_model(path, text)
+            else:
+                with self.predictor.lock:
+                    inner.save(path)
         except OSError as err:
             log.warning("saving the predictor model failed", extra={"path": str(path)})
             self.last_error = f"save: {err}"
@@ -462,7 +470,9 @@ class PredictionService:
 
     def planned_runtime(self, job: Job, elapsed_s: float = 0.0) -> float | None:
         """The run time the scheduler plans ``job`` with (corrected after ``elapsed_s`` of
-        running), or ``None`` while the predictor is busy training (never waits)."""
+        running), or ``None`` while the predictor is busy (never waits): training, or a
+        pass's backfill stage, which holds it for the whole stage. ``estimate`` stands
+        in with the job's last answer instead."""
         return self.predictor.try_planned_runtime(job, elapsed_s)
 
     def estimate(self, job: Job, now: float) -> tuple[float, float | None] | None:
@@ -476,10 +486,11 @@ class PredictionService:
         planner holds it for a year, as ``accuracy`` leaves out), or when the predictor
         is busy and nothing was read for the job before (or the job has outlived it).
 
-        Never waits for the predictor: while it trains, the last answer read for the job
-        (or its prediction at start) stands in as long as the job has not outlived it (a
-        running job's plan moves only when it does, by the configured correction, which
-        may need the model); an answer outlived meanwhile gives ``None``."""
+        Never waits for the predictor: while it trains or a pass's backfill stage holds
+        it, the last answer read for the job (or its prediction at start) stands in as
+        long as the job has not outlived it (a running job's plan moves only when it
+        does, by the configured correction, which may need the model); an answer
+        outlived meanwhile gives ``None``."""
         state = job.state
         if not (state is JobState.PENDING or state.is_active):
             return None

@@ -454,3 +454,41 @@ def test_an_outlived_learned_prediction_is_re_predicted_from_what_the_job_has_ru
         assert elapsed < again < 36_000 and end == 1000.0 + again
 
     run_service(tmp_path, PinnedPredictor(learned, correction="model"), scenario)  # type: ignore[arg-type]
+
+
+def test_a_model_is_written_with_the_predictor_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The saved model is made under the predictor's lock and written after letting go
+    of it: a pass's backfill stage (which holds it) does not wait for the disk."""
+    pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
+    from hal.predict.learned import write_model
+
+    trained = LearnedPredictor(min_train=200, retrain_every=200)
+    for i in range(300):
+        spec = JobSpec(user=f"u{i % 7}", script="", name="x", account="other")
+        trained.observe(Job(id=i, spec=spec, time_limit_s=3600, state=JobState.COMPLETED), 60.0 + i)
+    shared = SharedPredictor(trained)
+    model = tmp_path / "predict" / "learned.json"
+    cluster = Cluster(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"), HalConfig(),
+                      VirtualClock(1000.0))  # fmt: skip
+    service = PredictionService(cluster, shared, model_path=model)
+    held: list[bool] = []
+
+    def probe() -> None:
+        free = shared.lock.acquire(blocking=False)
+        if free:
+            shared.lock.release()
+        held.append(not free)
+
+    def watched(path: Path, text: str) -> None:
+        thread = threading.Thread(target=probe)
+        thread.start()
+        thread.join()
+        write_model(path, text)
+
+    monkeypatch.setattr("hal.server.predictions.write_model", watched)
+    service._save()
+    assert held == [False] and model.exists()
+    loaded = LearnedPredictor()
+    assert loaded.load(model) and loaded.model_version == trained.model_version
