@@ -178,24 +178,29 @@ def test_the_lock_the_hand_back_and_untimed_collections_are_their_own_fields(
     assert fields["backfill"] is True
 
 
+class _Host:
+    """A scheduler host with one pending job whose plan takes ``apply_s`` to apply."""
+
+    def __init__(self, apply_s: float) -> None:
+        self.changed = asyncio.Event()
+        self.apply_s = apply_s
+
+    def has_pending(self) -> bool:
+        return True
+
+    def snapshot(self) -> ClusterSnapshot:
+        return snapshot_of().pending(make_job(1)).build()
+
+    async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
+        return snap
+
+    async def apply_plan(self, plan: Plan, started: list[int] | None = None) -> list[int]:
+        await asyncio.sleep(self.apply_s)
+        return []
+
+
 def test_the_service_times_the_wait_and_the_cpu_of_a_pass() -> None:
     from hal.scheduler.service import SchedulerService
-
-    class Host:
-        changed = asyncio.Event()
-
-        def has_pending(self) -> bool:
-            return True
-
-        def snapshot(self) -> ClusterSnapshot:
-            return snapshot_of().pending(make_job(1)).build()
-
-        async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
-            return snap
-
-        async def apply_plan(self, plan: Plan, started: list[int] | None = None) -> list[int]:
-            await asyncio.sleep(0.02)
-            return []
 
     def decide(snap: ClusterSnapshot) -> Plan:
         end = time.thread_time() + 0.03
@@ -204,7 +209,7 @@ def test_the_service_times_the_wait_and_the_cpu_of_a_pass() -> None:
         time.sleep(0.02)  # (not the thread's CPU)
         return Plan(snap.revision)
 
-    service = SchedulerService(Host(), decide)
+    service = SchedulerService(_Host(apply_s=0.02), decide)
     asyncio.run(service.cycle())
     s = service.stats
     assert s.last_pass_cpu_s >= 0.03
@@ -219,21 +224,6 @@ def test_the_event_loop_late_to_take_the_plan_back_is_the_hand_back() -> None:
     ``last_pass_handback_s``, not the thread's."""
     from hal.scheduler.service import SchedulerService
 
-    class Host:
-        changed = asyncio.Event()
-
-        def has_pending(self) -> bool:
-            return True
-
-        def snapshot(self) -> ClusterSnapshot:
-            return snapshot_of().pending(make_job(1)).build()
-
-        async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
-            return snap
-
-        async def apply_plan(self, plan: Plan, started: list[int] | None = None) -> list[int]:
-            return []
-
     def decide(snap: ClusterSnapshot) -> Plan:
         time.sleep(0.02)
         return Plan(snap.revision)
@@ -245,7 +235,7 @@ def test_the_event_loop_late_to_take_the_plan_back_is_the_hand_back() -> None:
 
         await asyncio.gather(service.cycle(), hog())
 
-    service = SchedulerService(Host(), decide)
+    service = SchedulerService(_Host(apply_s=0.0), decide)
     asyncio.run(both(service))
     s = service.stats
     assert s.last_pass_handback_s >= 0.1

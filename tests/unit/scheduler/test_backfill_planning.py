@@ -68,17 +68,7 @@ def test_a_pass_plans_every_run_time_with_the_predictor_held() -> None:
     plugin.__class__ = _Watching
     watching: Any = plugin
     watching.seen = []
-    snap = (
-        cluster(1000.0)
-        .uniform_nodes(4, cpus=1)
-        .running(
-            make_job(1).limit(100).running_on("n0001", start=990),
-            make_job(2).limit(100).running_on("n0002", start=990),
-        )
-        .pending(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
-        .build()
-    )
-    result = scheduler.run_pass(snap)
+    result = scheduler.run_pass(_snap())
     assert result.backfill is not None
     assert watching.seen and all(watching.seen)
     assert not _held_elsewhere(shared.lock)  # let go after the stage
