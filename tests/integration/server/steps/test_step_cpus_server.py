@@ -19,8 +19,21 @@ from hal.testing.live import LiveServer, wait_until
 
 
 def step(options: str, name: str, sleep: int = 0) -> str:
-    """A step whose tasks print ``name``, their rank and when they started, then sleep."""
-    return f"{SRUN} {options} sh -c 'echo {name}$SLURM_PROCID $(date +%s.%N); sleep {sleep}'"
+    """A step whose tasks print ``name``, their rank and when they started, leave a file
+    ``started.NAMERANK`` in the job's directory (``once_started``), then sleep."""
+    return (
+        f"{SRUN} {options} sh -c "
+        f"'echo {name}$SLURM_PROCID $(date +%s.%N); touch started.{name}$SLURM_PROCID; "
+        f"sleep {sleep}'"
+    )
+
+
+def once_started(*tasks: str) -> str:
+    """A line of the batch script that waits (10 s at most) until each of ``tasks`` (a
+    name and a rank: ``A0``) has started, so that the step asked for next comes after
+    theirs: a fixed ``sleep 0.5`` was too short where an ``srun`` takes longer to start."""
+    files = " ".join(f"started.{t}" for t in tasks)
+    return f"for _ in $(seq 200); do ls {files} >/dev/null 2>&1 && break; sleep 0.05; done"
 
 
 def finished(live: LiveServer, tmp_path: Path, job_id: int) -> str:
@@ -54,12 +67,12 @@ def test_steps_on_the_batch_node_wait_for_the_cpus_others_hold(
         tmp_path,
         [
             step("-n1", "A", 3) + " &",
-            "sleep 0.5",
+            once_started("A0"),
             step("-n1", "B") + " &",
             "wait",
             step("-n1 --exact", "C", 3) + " &",
             step("-n1 -c1", "D", 3) + " &",  # -c: as --exact
-            "sleep 0.5",
+            once_started("C0", "D0"),
             step("-n1 --overlap", "E") + " &",
         ],
         "-n2",
@@ -84,7 +97,7 @@ def test_steps_across_nodes_wait_for_the_cpus_others_hold(
     job_id, text = run(
         server,
         tmp_path,
-        [step("-N2 -n2", "X", 3) + " &", "sleep 0.5", step("-N2 -n2", "Y") + " &"],
+        [step("-N2 -n2", "X", 3) + " &", once_started("X0", "X1"), step("-N2 -n2", "Y") + " &"],
         "-N2",
         "-n2",
     )

@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from test_step_cpus_server import run, started, step
+from test_step_cpus_server import once_started, run, started, step
 
 from hal.testing.live import LiveServer
 
@@ -26,12 +26,12 @@ def test_steps_on_the_batch_node_wait_for_the_memory_others_hold(
         tmp_path,
         [
             step("-n1 --exact", "A", 3) + " &",
-            "sleep 0.5",
+            once_started("A0"),
             step("-n1 --exact", "B") + " &",  # a CPU free, the memory held
             "wait",
             step("-n1 --exact --mem=100M", "C", 3) + " &",
             step("-n1 --exact --mem=100M", "D", 3) + " &",
-            "sleep 1",
+            once_started("C0", "D0"),
             step("-n1 --overlap", "E") + " &",
             f"{sys.executable} -m hal.cli.main {show}",
             "wait",
@@ -68,7 +68,7 @@ def test_steps_across_nodes_hold_the_jobs_memory_per_cpu(
         tmp_path,
         [
             step("-N2 -n2 --exact --mem=150M", "X", 3) + " &",
-            "sleep 0.5",
+            once_started("X0", "X1"),
             step("-N2 -n2 --exact", "Y") + " &",
         ],
         "-N2",
