@@ -439,24 +439,24 @@ class PredictionService:
             if after != before:
                 self.model_time = self.clock.now()
                 self.model_source = "live"
-                self._save()
+        if after != before:
+            self._save()  # (with the lock let go: see ``_save``)
 
     def _save(self) -> None:
         path = self.model_path
         if path is None:
             return
-        inner: Any = self.predictor.inner
+        inner = self.predictor.inner
+        if not isinstance(inner, LearnedPredictor):  # (the only one that saves)
+            return
         try:
-            if isinstance(inner, LearnedPredictor):
-                # made under the lock, written after letting go of it: a pass's backfill
-                # stage, which holds the lock, does not wait for the disk
-                with self.predictor.lock:
-                    text = inner.saved_text()
-                if text is not None:
-                    write_model(path, text)
-            else:
-                with self.predictor.lock:
-                    inner.save(path)
+            # made under the lock, written after letting go of it (the caller must not
+            # hold it): a pass's backfill stage, which holds the lock, does not wait for
+            # the disk
+            with self.predictor.lock:
+                text = inner.saved_text()
+            if text is not None:
+                write_model(path, text)
         except OSError as err:
             log.warning("saving the predictor model failed", extra={"path": str(path)})
             self.last_error = f"save: {err}"
