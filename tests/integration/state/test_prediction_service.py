@@ -4,6 +4,7 @@ and that training never runs on the caller's (the event loop's) thread."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import threading
 import time
@@ -492,3 +493,46 @@ def test_a_model_is_written_with_the_predictor_let_go(
     assert held == [False] and model.exists()
     loaded = LearnedPredictor()
     assert loaded.load(model) and loaded.model_version == trained.model_version
+
+
+def test_a_model_retrained_live_is_written_with_the_predictor_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's end that retrains the model saves it once ``_finish`` has let go of the
+    predictor's lock (re-entrant: a save inside its hold would still hold it)."""
+    pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
+    from hal.predict.learned import write_model
+
+    trained = LearnedPredictor(min_train=200, retrain_every=200)
+    for i in range(300):
+        spec = JobSpec(user=f"u{i % 7}", script="", name="x", account="other")
+        trained.observe(Job(id=i, spec=spec, time_limit_s=3600, state=JobState.COMPLETED), 60.0 + i)
+    shared = SharedPredictor(trained)
+    model = tmp_path / "predict" / "learned.json"
+    cluster = Cluster(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"), HalConfig(),
+                      VirtualClock(1000.0))  # fmt: skip
+    service = PredictionService(cluster, shared, model_path=model)
+    held: list[bool] = []
+
+    def watched(path: Path, text: str) -> None:
+        free = [False]
+
+        def probe() -> None:
+            free[0] = shared.lock.acquire(blocking=False)
+            if free[0]:
+                shared.lock.release()
+
+        thread = threading.Thread(target=probe)
+        thread.start()
+        thread.join()
+        held.append(not free[0])
+        write_model(path, text)
+
+    monkeypatch.setattr("hal.server.predictions.write_model", watched)
+    version = trained.model_version
+    for i in range(300, 420):  # (the next retrain is at 400 observed)
+        spec = JobSpec(user=f"u{i % 7}", script="", name="x", account="other")
+        job = Job(id=i, spec=spec, time_limit_s=3600, state=JobState.COMPLETED)
+        service._finish(dataclasses.replace(job, start_time=0.0, end_time=60.0 + i))
+    assert trained.model_version > version
+    assert held and not any(held) and model.exists()
