@@ -37,6 +37,7 @@ no expiry events, asks at each pass): both give the same plan at the same moment
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from hal.core.job import Job
 from hal.predict.protocol import BatchPredictor, ExpiryPredictor, Predictor, planned_runtime
@@ -57,6 +58,9 @@ class PinnedPredictor:
         self._pending: dict[int, float] = {}  # last answer while the job waited
         # running jobs: (start time of the run, the answer it started with)
         self._pinned: dict[int, tuple[float, float]] = {}
+        # the jobs forgotten since a pass in a forked process began (``fork_began``):
+        # what that pass changed of them is older than their forgetting
+        self._forgotten: set[int] | None = None
 
     @property
     def name(self) -> str:
@@ -130,6 +134,8 @@ class PinnedPredictor:
         self._pinned.pop(job_id, None)
         self._pending.pop(job_id, None)
         self._first.pop(job_id, None)
+        if self._forgotten is not None:
+            self._forgotten.add(job_id)
 
     def unpin_started_before(self, when: float) -> None:
         """Forget the predictions of runs started before ``when`` (the server's jobs
@@ -138,6 +144,8 @@ class PinnedPredictor:
         for job_id in [j for j, (start, _) in self._pinned.items() if start < when]:
             del self._pinned[job_id]
             self._first.pop(job_id, None)
+            if self._forgotten is not None:
+                self._forgotten.add(job_id)
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         batch = self._batch
@@ -150,3 +158,43 @@ class PinnedPredictor:
             ]
             if todo:
                 batch.prepare(todo)
+
+    # -- a pass decided in a forked process (``hal.scheduler.forked.PassCarried``) -----
+
+    def fork_began(self) -> None:
+        """A pass is being forked (the parent): note the jobs forgotten from now on."""
+        self._forgotten = set()
+
+    def pass_mark(self) -> PinsMark:
+        """What is kept, before a pass (the child)."""
+        return dict(self._first), dict(self._pending), dict(self._pinned)
+
+    def pass_changes(self, mark: PinsMark) -> PinsChanges:
+        """What the pass changed of what is kept since ``mark`` (the child)."""
+        first, pending, pinned = mark
+        return _diff(first, self._first), _diff(pending, self._pending), _diff(pinned, self._pinned)
+
+    def adopt(self, changes: PinsChanges) -> None:
+        """A forked pass's changes (the parent), but for the jobs forgotten since it
+        began: a job that ended meanwhile is not pinned again."""
+        forgotten = self._forgotten or set()
+        kept_dicts: tuple[_Kept, ...] = (self._first, self._pending, self._pinned)
+        for kept, (put, dropped) in zip(kept_dicts, changes, strict=True):
+            for job_id in dropped:
+                if job_id not in forgotten:
+                    kept.pop(job_id, None)
+            for job_id, value in put.items():
+                if job_id not in forgotten:
+                    kept[job_id] = value
+
+
+_Kept = dict[int, Any]
+PinsMark = tuple[dict[int, float], dict[int, float], dict[int, tuple[float, float]]]
+# per kept dict: (what was set, the ids dropped)
+PinsChanges = tuple[tuple[_Kept, list[int]], ...]
+
+
+def _diff(before: _Kept, after: _Kept) -> tuple[_Kept, list[int]]:
+    missing = object()
+    put = {k: v for k, v in after.items() if before.get(k, missing) != v}
+    return put, [k for k in before if k not in after]

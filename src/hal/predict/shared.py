@@ -29,7 +29,7 @@ import threading
 from collections.abc import Sequence
 
 from hal.core.job import Job
-from hal.predict.pinned import PinnedPredictor
+from hal.predict.pinned import PinnedPredictor, PinsChanges, PinsMark
 from hal.predict.protocol import BatchPredictor, Predictor, planned_runtime
 
 
@@ -122,3 +122,24 @@ class SharedPredictor:
             return self.planned(job, elapsed_s)
         finally:
             self.lock.release()
+
+    # -- a pass decided in a forked process (``hal.scheduler.forked.PassCarried``): the
+    # pins a pass makes (``PinnedPredictor``) travel back to the server ------------------
+
+    def fork_began(self) -> None:
+        if self._pinned is not None:
+            with self.lock:
+                self._pinned.fork_began()
+
+    def pass_mark(self) -> PinsMark | None:
+        return self._pinned.pass_mark() if self._pinned is not None else None
+
+    def pass_changes(self, mark: PinsMark | None) -> PinsChanges | None:
+        if self._pinned is None or mark is None:
+            return None
+        return self._pinned.pass_changes(mark)
+
+    def adopt(self, changes: PinsChanges | None) -> None:
+        if self._pinned is not None and changes is not None:
+            with self.lock:
+                self._pinned.adopt(changes)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from hal.core.errors import Unavailable
-from hal.scheduler.framework.scheduler import PassResult, Scheduler
+from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 
 log = logging.getLogger("hal.scheduler")
@@ -64,6 +64,31 @@ class PassRunner(Protocol):
     def schedule(self, snapshot: ClusterSnapshot) -> Plan: ...
 
     def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]: ...
+
+
+class PassScheduler(Protocol):
+    """What ``PacedScheduler`` runs its passes with: a ``Scheduler``, or a
+    ``hal.scheduler.forked.ForkedScheduler`` deciding them in a process of their own."""
+
+    @property
+    def backfill_interval_s(self) -> float | None: ...
+
+    @property
+    def forecast_slice_s(self) -> float | None: ...
+
+    def run_pass(
+        self,
+        snapshot: ClusterSnapshot,
+        *,
+        backfill: bool = ...,
+        time_plugins: bool = ...,
+        depth: int | None = ...,
+        max_starts: int | None = ...,
+    ) -> PassResult: ...
+
+    def forecast(
+        self, plan: Plan, *, go_on: Callable[[], bool] | None = ...
+    ) -> tuple[PendingUpdate, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +135,7 @@ class PacedScheduler:
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        scheduler: PassScheduler,
         *,
         time_plugins_every_s: float | None = None,
         bounds: PassBounds | None = None,

@@ -75,11 +75,26 @@ _SUCCESS, _ERROR = Code.SUCCESS, Code.ERROR
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessFacts:
+    """How a pass decided in a forked process went (``hal.scheduler.forked``), measured:
+    the parent's taking of the plugins' fork locks and its ``fork`` call (``fork_s``:
+    its page tables copied, the interpreter held), the child's CPU until its result
+    was sent (``cpu_s``), and the parent's unpickling of that result (``load_s``, the
+    interpreter held)."""
+
+    fork_s: float
+    cpu_s: float
+    load_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class PassResult:
     """The plan plus why: every pending job's verdict and rejection counts per plugin
     and reason (what ``hal explain`` and the metrics read)."""
 
     plan: Plan
+    # (empty for a pass decided in a forked process: the server reads only their count,
+    # ``looked``, and they would cost the parent their unpickling)
     statuses: Mapping[int, Status] = field(default_factory=dict)
     rejections: Mapping[tuple[str, PendingReason], int] = field(default_factory=dict)
     # Backfill's reservations: job id → (start, planned end, the nodes it would get).
@@ -100,6 +115,12 @@ class PassResult:
     # Wall seconds of the pass's stages (``PASS_STAGES``), measured, not part of the
     # decision: where a long pass went (the server's slow-pass log and ``/v1/diag``).
     stages: Mapping[str, float] = field(default_factory=dict)
+    # The pass was decided in a process of its own (``hal.scheduler.forked``): how that
+    # went, measured; None: on the caller's thread.
+    process: ProcessFacts | None = None
+    # The pending jobs the pass looked at (``len(statuses)`` as it made them): every
+    # one, or those up to its stop (ADR 0029).
+    looked: int = 0
 
 
 # The stages ``PassResult.stages`` times, in the pass's order: the node table with the
@@ -171,6 +192,12 @@ class Scheduler:
         one that backfilled."""
         plugin = self.profile.backfill
         return None if plugin is None else plugin.interval_s
+
+    @property
+    def forecast_left(self) -> bool:
+        """Whether the last forecast has jobs left to plan (``forecast`` stopped by its
+        ``go_on``)."""
+        return self._forecast is not None
 
     @property
     def forecast_slice_s(self) -> float | None:
@@ -359,6 +386,7 @@ class Scheduler:
             complete=complete,
             capped=tuple(loop.capped),
             stages=stages,
+            looked=len(loop.statuses),
         )
 
     @staticmethod

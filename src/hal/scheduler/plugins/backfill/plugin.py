@@ -113,6 +113,31 @@ class Backfill:
             return self.predictor.lock
         return nullcontext()
 
+    # -- a pass decided in a forked process (``hal.scheduler.forked``): the shared
+    # predictor's lock is held across the fork (its trainer may hold it), and the
+    # running jobs' predictions a pass pins travel back to the server's predictor
+
+    def fork_lock(self) -> AbstractContextManager[object]:
+        return self.planning()
+
+    def fork_began(self) -> None:
+        if isinstance(self.predictor, SharedPredictor):
+            self.predictor.fork_began()
+
+    def pass_mark(self) -> object:
+        if isinstance(self.predictor, SharedPredictor):
+            return self.predictor.pass_mark()
+        return None
+
+    def pass_changes(self, mark: object) -> object:
+        if isinstance(self.predictor, SharedPredictor):
+            return self.predictor.pass_changes(mark)  # type: ignore[arg-type]
+        return None
+
+    def adopt(self, changes: object) -> None:
+        if isinstance(self.predictor, SharedPredictor):
+            self.predictor.adopt(changes)  # type: ignore[arg-type]
+
     def prepare(self, jobs: Sequence[Job]) -> None:
         if self._batch is not None:
             self._batch.prepare(jobs)

@@ -32,6 +32,7 @@ import math
 import struct
 import threading
 from collections import defaultdict
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -458,6 +459,11 @@ class Dissonance:
             _NO_VIEW,  # (never a snapshot's: None is checked)
             {},
         )
+
+    def fork_lock(self) -> AbstractContextManager[object]:
+        """Held across the fork of a pass decided in a process of its own
+        (``hal.scheduler.forked``): a what-if pass on another thread may hold it."""
+        return self._lock
 
     # -- Score ------------------------------------------------------------------------
 

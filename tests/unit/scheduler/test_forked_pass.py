@@ -1,0 +1,293 @@
+"""A pass decided in a forked process (``hal.scheduler.forked``) decides what the same
+pass on the caller's thread decides, sends its forecast after its plan, brings back the
+predictions it pinned, holds the plugins' locks across the fork, and fails clearly."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import resource
+import signal
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hal.bench.sched_pass import build_workload
+from hal.predict import SharedPredictor
+from hal.predict.pinned import PinnedPredictor
+from hal.predict.registry import planning_predictor
+from hal.scheduler.forked import ForkedScheduler, PassProcessFailed
+from hal.scheduler.framework.scheduler import PassResult, Scheduler
+from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
+from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
+from hal.testing import cluster, make_job
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+
+
+def _decisions(result: PassResult) -> tuple[Any, ...]:
+    return (
+        result.plan,
+        result.looked,
+        dict(result.rejections),
+        dict(result.reservations),
+        result.complete,
+        result.capped,
+        None if result.backfill is None else (result.backfill.considered, result.backfill.started),
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_forked_pass_decides_what_the_pass_on_the_thread_decides(seed: int) -> None:
+    workload = build_workload(2_000, 200, seed=seed)
+    snap = workload.snapshot()
+    here = build_scheduler().run_pass(snap)
+    forked = ForkedScheduler(build_scheduler())
+    there = forked.run_pass(snap)
+    assert _decisions(there) == _decisions(here)
+    assert there.plan.placements  # (a pass that decides something)
+    assert there.process is not None and here.process is None
+    assert there.process.cpu_s > 0 and there.process.fork_s > 0 and there.process.load_s > 0
+    # (the simulator's, holding the whole pass, and the verdicts the server only counts:
+    # not sent)
+    assert there.settled is None and there.statuses == {}
+    assert there.looked == len(here.statuses) > 0
+    forked.close()  # (its forecast: not asked here)
+    bounded = forked.run_pass(snap, backfill=False, depth=50, max_starts=10)
+    alone = build_scheduler().run_pass(snap, backfill=False, depth=50, max_starts=10)
+    assert _decisions(bounded) == _decisions(alone)
+
+
+def _whole_forecast(forked: ForkedScheduler, plan: Plan) -> list[PendingUpdate]:
+    got: list[PendingUpdate] = []
+    while forked.forecasting:
+        got.extend(forked.forecast(plan))
+    return got
+
+
+@pytest.mark.parametrize("slice_s", [0.0, 0.02])
+def test_the_forecast_comes_after_the_plan_in_slices(slice_s: float) -> None:
+    """The child goes on with the forecast after its plan, a slice at a time; the slices
+    together are the whole forecast, and the passes after it (no backfill stage) name
+    its jobs until it is done."""
+    workload = build_workload(3_000, 100, seed=1)
+    snap = workload.snapshot()
+    scheduler = _sliced(slice_s)
+    here = scheduler.run_pass(snap)
+    assert here.plan.forecasting  # (jobs backfill gave no reservation)
+    expected = list(scheduler.forecast(here.plan))
+    forked = ForkedScheduler(_sliced(slice_s))
+    there = forked.run_pass(snap)
+    assert there.plan.forecasting == here.plan.forecasting == forked.forecasting
+    later = forked.run_pass(snap, backfill=False, depth=10)
+    assert later.plan.forecasting == there.plan.forecasting  # (asked for the rest)
+    other = dataclasses.replace(there.plan, forecasting=(1,))
+    assert forked.forecast(other) == ()  # not the forecaster's
+    assert _whole_forecast(forked, there.plan) == expected
+    assert forked.forecast(there.plan) == ()  # given once
+    assert not forked.run_pass(snap, backfill=False, depth=10).plan.forecasting
+    _no_children()
+
+
+def test_a_pass_with_the_backfill_stage_due_stops_the_last_forecast() -> None:
+    snap = build_workload(3_000, 100, seed=1).snapshot()
+    forked = ForkedScheduler(_sliced(0.001))
+    first = forked.run_pass(snap)
+    assert forked.forecasting == first.plan.forecasting
+    second = forked.run_pass(snap)  # (backfill due: its own forecast)
+    assert forked.forecasting == second.plan.forecasting
+    assert _whole_forecast(forked, second.plan)
+    assert forked.forecast(first.plan) == ()
+    _no_children()
+
+
+def test_a_small_pass_is_decided_on_the_thread() -> None:
+    forked = ForkedScheduler(build_scheduler(), fork_from=10)
+    small = forked.run_pass(_snap())
+    assert small.process is None and small.statuses  # (here: every verdict)
+    big = build_workload(200, 20, seed=1).snapshot()
+    assert forked.run_pass(big).process is not None
+
+
+def _sliced(slice_s: float) -> Scheduler:
+    profile = default_profile()
+    profile["plugin_args"]["backfill"] = {"yield_interval_s": slice_s}  # type: ignore[index]
+    return build_scheduler(profile)
+
+
+def _no_children() -> None:
+    """No child of this process is left, running or unreaped."""
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
+@pytest.fixture(autouse=True)
+def _reaped() -> Iterator[None]:
+    """Each test leaves no child to the next (a forecast not asked for is killed)."""
+    yield
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == os.getpid():
+                os.kill(int(stat_file.parent.name), signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, 0):
+            pass
+
+
+def _snap() -> ClusterSnapshot:
+    return (
+        cluster(1000.0)
+        .uniform_nodes(4, cpus=1)
+        .running(
+            make_job(1).limit(100).running_on("n0001", start=990),
+            make_job(2).limit(100).running_on("n0002", start=990),
+        )
+        .pending(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+        .build()
+    )
+
+
+def _shared() -> tuple[SharedPredictor, PinnedPredictor]:
+    shared = SharedPredictor(planning_predictor("avg2"))
+    pinned = shared._pinned
+    assert pinned is not None
+    return shared, pinned
+
+
+def test_the_predictions_a_forked_pass_pins_come_back() -> None:
+    """What the pass pins and remembers is what the same pass on the thread does."""
+    kept = []
+    for fork in (False, True):
+        shared, pinned = _shared()
+        scheduler = build_scheduler(default_profile(), default_registry(predictor=shared))
+        result = (ForkedScheduler(scheduler) if fork else scheduler).run_pass(_snap())
+        assert result.backfill is not None
+        kept.append((pinned._pinned, pinned._pending, pinned._first))
+    assert set(kept[1][0]) == {1, 2}  # the running jobs
+    assert kept[1] == kept[0]
+
+
+def test_a_job_forgotten_while_the_pass_ran_is_not_pinned_again() -> None:
+    _, pinned = _shared()
+    running = make_job(1).limit(100).running_on("n0001", start=990).build()
+    other = make_job(2).limit(100).running_on("n0001", start=990).build()
+    pinned.fork_began()  # (the parent, at the fork)
+    mark = pinned.pass_mark()  # (the child ...)
+    pinned.predict(running)
+    pinned.predict(other)
+    changes = pinned.pass_changes(mark)
+    pinned.forget(1)  # (... and the parent, meanwhile: job 1 ended)
+    pinned._pinned.clear()
+    pinned.adopt(changes)
+    assert set(pinned._pinned) == {2}
+
+
+def test_the_predictor_held_by_its_trainer_is_waited_for_not_inherited_taken() -> None:
+    """Forked while another thread held the predictor, the child would find its lock
+    taken for ever: the fork waits for it instead."""
+    shared, _ = _shared()
+    forked = ForkedScheduler(build_scheduler(default_profile(), default_registry(predictor=shared)))
+    taken, release = threading.Event(), threading.Event()
+
+    def trainer() -> None:
+        with shared.lock:
+            taken.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    taken.wait(5)
+    threading.Timer(0.3, release.set).start()
+    began = time.monotonic()
+    forked.timeout_s = 20
+    result = forked.run_pass(_snap())
+    thread.join()
+    assert time.monotonic() - began >= 0.25  # waited for the trainer
+    assert {p.job_id for p in result.plan.placements} == {12}
+
+
+class _Odd(Scheduler):
+    """A scheduler whose pass fails, or sleeps, or names the sockets its process
+    holds, before deciding."""
+
+    what = ""
+
+    def run_pass(self, snapshot: ClusterSnapshot, **options: Any) -> PassResult:
+        if self.what == "raise":
+            raise ValueError("a plugin failed")
+        if self.what == "sleep":
+            time.sleep(30)
+        if self.what == "sockets":
+            held = [fd for fd in map(int, os.listdir("/proc/self/fd")) if _is_socket(fd)]
+            if held:
+                raise RuntimeError(f"sockets held: {held}")
+        return super().run_pass(snapshot, **options)
+
+
+def _is_socket(fd: int) -> bool:
+    try:
+        return stat.S_ISSOCK(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
+def _with(what: str) -> Scheduler:
+    odd = _Odd(build_scheduler().profile)
+    odd.what = what
+    return odd
+
+
+def test_a_pass_that_raises_in_its_process_fails_with_its_traceback() -> None:
+    forked = ForkedScheduler(_with("raise"))
+    with pytest.raises(PassProcessFailed, match="a plugin failed"):
+        forked.run_pass(_snap())
+    forked.use(build_scheduler())
+    assert forked.run_pass(_snap()).plan.placements  # the next pass goes on
+
+
+def test_a_pass_past_its_time_is_killed() -> None:
+    forked = ForkedScheduler(_with("sleep"), timeout_s=0.5)
+    began = time.monotonic()
+    with pytest.raises(PassProcessFailed, match=r"ran past 0\.5 s"):
+        forked.run_pass(_snap())
+    assert time.monotonic() - began < 10
+    _no_children()  # killed and reaped
+
+
+def test_the_pass_s_process_holds_none_of_the_server_s_sockets() -> None:
+    """A killed leader's database sessions (and its lock) must end with it, not when
+    its pass's process ends."""
+    left, right = socket.socketpair()
+    try:
+        forked = ForkedScheduler(_with("sockets"))
+        assert forked.run_pass(_snap()).plan.placements
+    finally:
+        left.close()
+        right.close()
+
+
+def test_a_server_with_a_thousand_sockets_open_still_hears_its_pass() -> None:
+    """10,000 agents' syncs hold more than 1,024 descriptors: the pass's pipe is past
+    what ``select`` takes (the first live run of the server failed every pass so)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open {hard} descriptors, fewer than the test needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.dup(0))
+        result = ForkedScheduler(build_scheduler()).run_pass(_snap())
+        assert {p.job_id for p in result.plan.placements} == {12}
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
