@@ -207,6 +207,11 @@ class HalConfig:
     # few tenths of a millisecond, so a burst of 5,000 would hold agents' syncs and
     # squeue for seconds (docs/admin/scale.md).
     scheduler_max_job_starts: int = 1000
+    # Where a pass is decided (ADR 0031): "fork", in a process forked at the pass (its
+    # own core, not the event loop's interpreter); "thread", on a worker thread of the
+    # server's process (where fork is not available, or to debug a pass); "auto", forked
+    # from 5,000 jobs (pending and running) and on the thread below.
+    scheduler_pass_process: str = "auto"
     # The main pass's bounds (Slurm's SchedulerParameters=default_queue_depth and
     # sched_interval, ADR 0029): a pass looks at every pending job every
     # ``scheduler_sched_interval_s`` seconds (and when backfill runs); the passes in
@@ -299,7 +304,9 @@ _SCHEDULER_SETTINGS = {
     "max_job_starts",
     "default_queue_depth",
     "sched_interval",
+    "pass_process",
 }
+PASS_PROCESSES = ("auto", "fork", "thread")
 # ... and the profile's own (``hal.scheduler.framework.profile``, which checks them again;
 # a test keeps the two lists equal)
 PROFILE_KEYS = {"name", "plugins", "score_weights", "plugin_args"}
@@ -405,6 +412,15 @@ def config_from_dict(
         kwargs["scheduler_sched_interval_s"] = positive_seconds(
             scheduler["sched_interval"], source, "scheduler.sched_interval"
         )
+    if "pass_process" in scheduler:
+        where = scheduler["pass_process"]
+        if where not in PASS_PROCESSES:
+            raise InvalidRequest(
+                f"{source}: [scheduler] pass_process must be one of "
+                f"{', '.join(PASS_PROCESSES)}, not {where!r}",
+                field="scheduler.pass_process",
+            )
+        kwargs["scheduler_pass_process"] = where
     for key in ("drain_anomalous_nodes", "enable_user_top"):
         if key in scheduler:
             value = scheduler[key]

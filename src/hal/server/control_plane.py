@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from hal.core.laps import Laps
 from hal.core.tasks import cancel_tasks
 from hal.host.clock import SystemClock
 from hal.predict import CONFIGURABLE, Predictor, SharedPredictor, planning_predictor
+from hal.scheduler.forked import FORK_FROM, ForkedScheduler
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import BACKFILL, build_scheduler, default_registry
@@ -191,8 +193,16 @@ class ControlPlane:
         self.observe.metrics.declare_predictor(self.predictor.name)
         # [data]: the data plane's view goes into each pass's snapshot (DataAwareRunner)
         self.data = DataService(data, self.cluster) if data is not None else None
+        # each large pass decided in a process forked at the pass (ADR 0031), as
+        # [scheduler] pass_process says
+        self.forked: ForkedScheduler | None = None
+        where = config.scheduler_pass_process
+        if where != "thread" and hasattr(os, "fork"):
+            self.forked = ForkedScheduler(
+                self.scheduler, fork_from=FORK_FROM if where == "auto" else 0
+            )
         self.paced = PacedScheduler(
-            self.scheduler,
+            self.forked or self.scheduler,
             time_plugins_every_s=self.observe.plugin_timing_every_s,
             bounds=pass_bounds(config),
         )
@@ -474,6 +484,8 @@ class ControlPlane:
         self.cluster.changed.set()
         await cancel_tasks([*self._tasks, *self._hangups])
         self._tasks = []
+        if self.forked is not None:
+            self.forked.close()  # a pass's process still deciding: its plan is not wanted
         await self.ctx.steps.stop()  # local steps their jobs ended: written before close
         await self.power.stop()
         if self.data is not None:
@@ -553,7 +565,11 @@ class ControlPlane:
         self.priority.recalculate()  # sprio and the queue order at once
         # a pass in flight finishes with the old scheduler; its plan is checked against
         # the new partitions when it is applied
-        self.scheduler = self.ctx.scheduler = self.paced.scheduler = scheduler
+        self.scheduler = self.ctx.scheduler = scheduler
+        if self.forked is not None:
+            self.forked.use(scheduler)
+        else:
+            self.paced.scheduler = scheduler
         self.paced.bounds = pass_bounds(config)
         self.service.interval_s = config.scheduler_interval_seconds
         self.mail.program.config = config.mail  # read at each mail sent

@@ -25,6 +25,7 @@ from hal.state.cluster import Cluster
 #  data                the cache control plane's client and its refresh task
 #  scheduler_predictor the trained predictor the server keeps (its model file)
 #  scheduler_correction  the expiry correction that predictor was built (and calibrated) for
+#  scheduler_pass_process  where passes are decided: the pass runner is made at start
 #  drain_anomalous_nodes  the anomaly detector, built with the observability plane
 RESTART_ONLY: dict[str, str] = {
     "cluster_name": "cluster_name",
@@ -36,6 +37,7 @@ RESTART_ONLY: dict[str, str] = {
     "scheduler_predictor": "scheduler.predictor",
     "scheduler_correction": "scheduler.correction",
     "drain_anomalous_nodes": "scheduler.drain_anomalous_nodes",
+    "scheduler_pass_process": "scheduler.pass_process",
 }
 # HalConfig fields a reconfigure takes: read where used (``Cluster.config``, the request
 # context), or given to the part that uses them through its ``configure``

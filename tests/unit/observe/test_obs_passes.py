@@ -13,7 +13,12 @@ import pytest
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.observe.config import ObserveConfig
-from hal.scheduler.framework.scheduler import PASS_STAGES, BackfillCycle, PassResult
+from hal.scheduler.framework.scheduler import (
+    PASS_STAGES,
+    BackfillCycle,
+    PassResult,
+    ProcessFacts,
+)
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.plugins import build_scheduler
 from hal.scheduler.service import CycleStats
@@ -176,6 +181,28 @@ def test_the_lock_the_hand_back_and_untimed_collections_are_their_own_fields(
     assert fields["waited_s"] == pytest.approx(1.0)
     assert fields["gc_full"] is None and fields["gc_s"] is None
     assert fields["backfill"] is True
+
+
+def test_a_forked_pass_reports_its_process_s_cpu_fork_and_reading_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pass decided in a process of its own (ADR 0031): ``cpu_s`` is the child's, the
+    fork and the unpickling of its result are their own fields, not ``waited_s``."""
+    passes = SlowPasses(2.0, no_gc, lambda: 0.0)
+    process = ProcessFacts(fork_s=0.1, cpu_s=1.5, load_s=0.2)
+    passes.record(PassResult(Plan(revision=1), stages=STAGES, process=process))
+    with caplog.at_level(logging.WARNING, logger="hal.server.observe.passes"):
+        passes.on_cycle(stats(3.0, cpu_s=0.3), pending=10)  # (the parent thread's 0.3)
+    [record] = [r for r in caplog.records if r.getMessage() == "scheduling pass took long"]
+    fields = record.__dict__
+    assert fields["forked"] is True
+    assert (fields["fork_s"], fields["cpu_s"], fields["load_s"]) == (0.1, 1.5, 0.2)
+    # 3.0 - 0.2 waiting for a worker - 0.1 the fork - 1.5 the child's CPU - 0.2 reading
+    assert fields["waited_s"] == pytest.approx(1.0)
+    passes.record(result())
+    with caplog.at_level(logging.WARNING, logger="hal.server.observe.passes"):
+        passes.on_cycle(stats(3.0), pending=10)
+    assert caplog.records[-1].__dict__["forked"] is False
 
 
 class _Host:

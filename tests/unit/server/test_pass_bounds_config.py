@@ -7,8 +7,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from hal.api.server import HalServer
 from hal.config.model import load_config
+from hal.core.errors import InvalidRequest
+from hal.scheduler.forked import FORK_FROM, ForkedScheduler
 from hal.scheduler.service import PassBounds
 
 
@@ -32,3 +36,44 @@ def test_the_passes_bounds_come_from_the_config_and_follow_reconfigure(tmp_path:
             await cp.stop()
 
     asyncio.run(scenario())
+
+
+def test_passes_are_forked_unless_the_config_says_thread_and_reconfigure_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """``[scheduler] pass_process`` (ADR 0031): "auto" by default (forked from
+    ``FORK_FROM`` jobs), "fork" always, "thread" on the worker thread; bound at start,
+    so a reconfigure keeps it and says so."""
+    config = tmp_path / "hal.toml"
+    config.write_text("[scheduler]\npass_process = 'thread'\n")
+
+    async def scenario() -> None:
+        forked = HalServer(load_config(None), f"sqlite:///{tmp_path / 'a.db'}", data_dir=tmp_path)
+        assert isinstance(forked.forked, ForkedScheduler)
+        assert forked.paced.scheduler is forked.forked and forked.forked.fork_from == FORK_FROM
+        always = tmp_path / "fork.toml"
+        always.write_text("[scheduler]\npass_process = 'fork'\n")
+        made = HalServer(load_config(always), f"sqlite:///{tmp_path / 'b.db'}", data_dir=tmp_path)
+        assert made.forked is not None and made.forked.fork_from == 0
+        cp = HalServer(
+            load_config(config), f"sqlite:///{tmp_path / 'hal.db'}", config_path=config,
+            data_dir=tmp_path,
+        )  # fmt: skip
+        assert cp.forked is None and cp.paced.scheduler is cp.scheduler
+        await cp.start()
+        try:
+            config.write_text("[scheduler]\npass_process = 'fork'\n")
+            done = await cp.reconfigure()
+            assert "scheduler.pass_process" in done.kept
+            assert cp.forked is None and cp.paced.scheduler is cp.scheduler
+        finally:
+            await cp.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_pass_process_that_is_neither_is_refused_with_the_choices(tmp_path: Path) -> None:
+    config = tmp_path / "hal.toml"
+    config.write_text("[scheduler]\npass_process = 'spawn'\n")
+    with pytest.raises(InvalidRequest, match="pass_process must be one of auto, fork, thread"):
+        load_config(config)

@@ -348,7 +348,7 @@ class HalMetrics:
             return
         placed = len(result.plan.placements)
         # the jobs the pass looked at: every pending one, or its queue depth (ADR 0029)
-        self.cycle_depth_total += len(result.statuses)
+        self.cycle_depth_total += result.looked
         errors = 0
         unschedulable = 0
         for (plugin, reason), n in result.rejections.items():

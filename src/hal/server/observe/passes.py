@@ -14,6 +14,11 @@ measured on the event loop, from handing the pass to a worker thread to its plan
   run: the pass waited for the interpreter, which the event loop (agents' syncs, lists,
   the writing of the last plan) and the other threads share with it, or for the
   machine's cores;
+* for a pass decided in a process of its own (``forked``: ``[scheduler] pass_process =
+  "fork"``, the default, ADR 0031), ``cpu_s`` is that process's, ``fork_s`` the
+  thread's taking of the plugins' fork locks and its ``fork`` call, ``load_s`` its
+  reading back of the result (unpickling it, the interpreter held), and ``waited_s``
+  the rest: the child waiting for a core, the thread for the interpreter;
 * ``handback_s``: from the pass's end on its thread to the event loop taking its plan
   back (the loop busy with other work meanwhile);
 * ``gc_s``: full garbage collections (``gc_full`` of them) within the pass's time, which
@@ -40,7 +45,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from hal.scheduler.framework.scheduler import PASS_STAGES, PassResult
+from hal.scheduler.framework.scheduler import PASS_STAGES, PassResult, ProcessFacts
 from hal.scheduler.service import CycleStats
 
 log = logging.getLogger(__name__)
@@ -65,13 +70,14 @@ class PassFacts:
     complete: bool = True
     timed: bool = False
     lock_s: float = 0.0
+    process: ProcessFacts | None = None
 
     @classmethod
     def of(cls, result: PassResult) -> PassFacts:
         plan = result.plan
         return cls(
             stages=result.stages,
-            looked=len(result.statuses),
+            looked=result.looked,
             placed=len(plan.placements),
             updates=len(plan.updates),
             backfill=result.backfill is not None,
@@ -79,6 +85,7 @@ class PassFacts:
             complete=result.complete,
             timed=result.plugin_seconds is not None,
             lock_s=result.backfill.lock_s if result.backfill is not None else 0.0,
+            process=result.process,
         )
 
 
@@ -93,14 +100,22 @@ def breakdown(
     ended at ``at`` (``gc`` None: full collections not timed)."""
     pass_s, cpu_s, back_s = stats.last_pass_s, stats.last_pass_cpu_s, stats.last_pass_handback_s
     ran_s = max(0.0, pass_s - stats.last_pass_wait_s - back_s)  # on the worker thread
+    process = facts.process
+    # (a forked pass: the child's CPU, and the parent's fork and reading back apart)
+    fork_s, load_s = (process.fork_s, process.load_s) if process is not None else (0.0, 0.0)
+    if process is not None:
+        cpu_s = process.cpu_s
     out: Breakdown = {
         "cycle": stats.cycles,
         "at": round(at, 3),
         "pass_s": _ms(pass_s),
         "wait_s": _ms(stats.last_pass_wait_s),
+        "forked": process is not None,
+        "fork_s": _ms(fork_s),
         "cpu_s": _ms(cpu_s),
         "lock_s": _ms(facts.lock_s),
-        "waited_s": _ms(max(0.0, ran_s - cpu_s - facts.lock_s)),
+        "load_s": _ms(load_s),
+        "waited_s": _ms(max(0.0, ran_s - cpu_s - facts.lock_s - fork_s - load_s)),
         "handback_s": _ms(back_s),
         "gc_full": None if gc is None else gc[0],
         "gc_s": None if gc is None else _ms(gc[1]),
