@@ -207,11 +207,12 @@ class HalConfig:
     # few tenths of a millisecond, so a burst of 5,000 would hold agents' syncs and
     # squeue for seconds (docs/admin/scale.md).
     scheduler_max_job_starts: int = 1000
-    # Where a pass is decided (ADR 0031): "fork", in a process forked at the pass (its
-    # own core, not the event loop's interpreter); "thread", on a worker thread of the
-    # server's process (where fork is not available, or to debug a pass); "auto", forked
-    # from 5,000 jobs (pending and running) and on the thread below.
-    scheduler_pass_process: str = "auto"
+    # Where a pass is decided (ADR 0031): "thread", on a worker thread of the server's
+    # process, sharing the interpreter with its event loop; "fork", in a process forked
+    # at the pass (a core of its own, for a controller with cores to spare: on two
+    # cores shared with agents and the database it cost more than it gave); "auto",
+    # forked from 5,000 jobs (pending and running) and on the thread below.
+    scheduler_pass_process: str = "thread"
     # The main pass's bounds (Slurm's SchedulerParameters=default_queue_depth and
     # sched_interval, ADR 0029): a pass looks at every pending job every
     # ``scheduler_sched_interval_s`` seconds (and when backfill runs); the passes in

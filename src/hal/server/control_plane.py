@@ -193,8 +193,8 @@ class ControlPlane:
         self.observe.metrics.declare_predictor(self.predictor.name)
         # [data]: the data plane's view goes into each pass's snapshot (DataAwareRunner)
         self.data = DataService(data, self.cluster) if data is not None else None
-        # each large pass decided in a process forked at the pass (ADR 0031), as
-        # [scheduler] pass_process says
+        # [scheduler] pass_process = "fork" or "auto": passes decided in a process
+        # forked at the pass (ADR 0031)
         self.forked: ForkedScheduler | None = None
         where = config.scheduler_pass_process
         if where != "thread" and hasattr(os, "fork"):

@@ -12,7 +12,7 @@ import pytest
 from hal.api.server import HalServer
 from hal.config.model import load_config
 from hal.core.errors import InvalidRequest
-from hal.scheduler.forked import FORK_FROM, ForkedScheduler
+from hal.scheduler.forked import FORK_FROM
 from hal.scheduler.service import PassBounds
 
 
@@ -38,23 +38,25 @@ def test_the_passes_bounds_come_from_the_config_and_follow_reconfigure(tmp_path:
     asyncio.run(scenario())
 
 
-def test_passes_are_forked_unless_the_config_says_thread_and_reconfigure_keeps_it(
-    tmp_path: Path,
-) -> None:
-    """``[scheduler] pass_process`` (ADR 0031): "auto" by default (forked from
-    ``FORK_FROM`` jobs), "fork" always, "thread" on the worker thread; bound at start,
-    so a reconfigure keeps it and says so."""
+def test_passes_are_forked_as_the_config_says_and_reconfigure_keeps_it(tmp_path: Path) -> None:
+    """``[scheduler] pass_process`` (ADR 0031): "thread" by default, "fork" always,
+    "auto" from ``FORK_FROM`` jobs; bound at start, so a reconfigure keeps it and says
+    so."""
+    made = {}
+    for where in ("auto", "fork"):
+        path = tmp_path / f"{where}.toml"
+        path.write_text(f"[scheduler]\npass_process = '{where}'\n")
+        made[where] = HalServer(
+            load_config(path), f"sqlite:///{tmp_path / where}.db", data_dir=tmp_path
+        )
+    auto, always = made["auto"].forked, made["fork"].forked
+    assert auto is not None and auto.fork_from == FORK_FROM
+    assert made["auto"].paced.scheduler is auto
+    assert always is not None and always.fork_from == 0
     config = tmp_path / "hal.toml"
-    config.write_text("[scheduler]\npass_process = 'thread'\n")
+    config.write_text("")
 
     async def scenario() -> None:
-        forked = HalServer(load_config(None), f"sqlite:///{tmp_path / 'a.db'}", data_dir=tmp_path)
-        assert isinstance(forked.forked, ForkedScheduler)
-        assert forked.paced.scheduler is forked.forked and forked.forked.fork_from == FORK_FROM
-        always = tmp_path / "fork.toml"
-        always.write_text("[scheduler]\npass_process = 'fork'\n")
-        made = HalServer(load_config(always), f"sqlite:///{tmp_path / 'b.db'}", data_dir=tmp_path)
-        assert made.forked is not None and made.forked.fork_from == 0
         cp = HalServer(
             load_config(config), f"sqlite:///{tmp_path / 'hal.db'}", config_path=config,
             data_dir=tmp_path,

@@ -1,0 +1,107 @@
+"""What deciding a pass in a forked process costs beside deciding it on the thread
+(ADR 0031), at ``hal bench scale``'s size without its server: ``bench/pass_stages.py``'s
+cluster (N nodes of 16 CPUs, the nodes full of running jobs, P pending jobs of the
+scale bench's mix) and the server's own scheduler for that config.
+
+The scheduler first runs two passes on the main thread (the second with what the first
+left: the running jobs' ledger, the plugins' caches). Then, each in a child forked from
+that warm process, the same pass: as forked (``warm``), with the running jobs' ledger
+made afresh (``ledger-cold``: a server whose passes are all forked never warms its
+own), with the plugins made afresh (``plugins-cold``), and with the whole scheduler made
+afresh (``all-cold``: what a forked pass of the server costs). CPU seconds of the pass
+alone, in the process that ran it::
+
+    python bench/forked_pass_costs.py [--nodes N] [--jobs P]
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pass_stages  # (bench/, the script's own folder)
+from hal.scheduler.framework.availability import ReleaseLedger
+from hal.scheduler.framework.scheduler import Scheduler
+from hal.server.control_plane import server_scheduler
+from hal.server.profile import server_profile
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--jobs", type=int, default=100_000)
+    ns = parser.parse_args()
+    cluster = pass_stages._cluster(ns.nodes, ns.jobs, True, {})
+    config = cluster.config
+
+    def made() -> Scheduler:
+        return server_scheduler(config, server_profile(config), pass_stages._user_predictor())
+
+    scheduler = made()
+    snap = pass_stages._snapshot(cluster)
+    gc.freeze()
+    report: dict[str, object] = {
+        "nodes": ns.nodes,
+        "jobs": ns.jobs,
+        "running": len(snap.running),
+        "cpu_model": _cpu_model(),
+    }
+    for label in ("thread-first", "thread"):
+        began = time.process_time()
+        scheduler.run_pass(snap)
+        report[label] = round(time.process_time() - began, 3)
+
+    def ledger_cold() -> None:
+        scheduler.framework.releases = ReleaseLedger()
+
+    def plugins_cold() -> None:
+        fresh = made()
+        scheduler.profile = scheduler.framework.profile = fresh.profile
+
+    def all_cold() -> None:
+        scheduler.__dict__.update(made().__dict__)
+
+    cases: dict[str, Callable[[], None]] = {
+        "warm": lambda: None,
+        "ledger-cold": ledger_cold,
+        "plugins-cold": plugins_cold,
+        "all-cold": all_cold,
+    }
+    for label, prepare in cases.items():
+        report[label] = _in_child(scheduler, snap, prepare)
+    print(json.dumps(report))
+
+
+def _in_child(scheduler: Scheduler, snap: object, prepare: Callable[[], None]) -> float:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        gc.disable()
+        prepare()
+        began = time.process_time()
+        scheduler.run_pass(snap)  # type: ignore[arg-type]
+        os.write(write, repr(time.process_time() - began).encode())
+        os._exit(0)
+    os.close(write)
+    spent = float(os.read(read, 100).decode())
+    os.close(read)
+    os.waitpid(pid, 0)
+    return round(spent, 3)
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+if __name__ == "__main__":
+    main()
