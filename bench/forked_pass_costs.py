@@ -8,8 +8,11 @@ left: the running jobs' ledger, the plugins' caches). Then, each in a child fork
 that warm process, the same pass: as forked (``warm``), with the running jobs' ledger
 made afresh (``ledger-cold``: a server whose passes are all forked never warms its
 own), with the plugins made afresh (``plugins-cold``), and with the whole scheduler made
-afresh (``all-cold``: what a forked pass of the server costs). CPU seconds of the pass
-alone, in the process that ran it::
+afresh (``all-cold``). Last, the server's way, a ``ForkedScheduler`` over a scheduler
+made afresh: its first pass (``forked-first``, cold) and the next (``forked-next``, with
+the running jobs' rows the first wrote carried back to the parent), each with its
+``fork`` and its reading back. CPU seconds of the pass alone, in the process that ran
+it::
 
     python bench/forked_pass_costs.py [--nodes N] [--jobs P]
 
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pass_stages  # (bench/, the script's own folder)
+from hal.scheduler.forked import ForkedScheduler
 from hal.scheduler.framework.availability import ReleaseLedger
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.server.control_plane import server_scheduler
@@ -76,6 +80,16 @@ def main() -> None:
     }
     for label, prepare in cases.items():
         report[label] = _in_child(scheduler, snap, prepare)
+    # the server's way: a ForkedScheduler of a scheduler made afresh, its first pass
+    # cold, the next with the running jobs' rows the first wrote carried back
+    forked = ForkedScheduler(made())
+    for label in ("forked-first", "forked-next"):
+        result = forked.run_pass(snap)
+        forked.close()
+        assert result.process is not None
+        report[label] = round(result.process.cpu_s, 3)
+        report[f"{label}-fork-s"] = round(result.process.fork_s, 3)
+        report[f"{label}-load-s"] = round(result.process.load_s, 3)
     print(json.dumps(report))
 
 

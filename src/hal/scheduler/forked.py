@@ -6,14 +6,17 @@ cores did not help. ``ForkedScheduler`` runs each pass of a ``Scheduler`` in a c
 process forked at the pass: the child starts with the snapshot and every plugin's state
 as the parent has them, copied by the kernel page by page as either side writes (no
 serialising of 100,000 jobs), decides on a core of its own, and sends back the
-``PassResult`` (pickled, through a pipe), then the forecast of the plan's waiting jobs
-(``Scheduler.forecast``, whole: it no longer competes with the loop), then exits.
+``PassResult`` (pickled, through a pipe), then goes on with the forecast of the plan's
+waiting jobs (``Scheduler.forecast``) slice by slice, and exits.
 
 What a pass changes that outlives it travels back too: a plugin that keeps such state
 (``PassCarried``: the backfill plugin's predictor pins each running job's prediction)
 marks it in the child before the pass and sends its changes with the result, which the
-parent adopts. Caches a plugin keeps from pass to pass (rows, keys, batch predictions)
-do not travel: each child starts from the parent's, as the first pass would.
+parent adopts. So do the running jobs' rows the pass wrote to the framework's ledger
+(``ReleaseLedger.pass_changes``, by job id: written again, they cost a pass at 77,000
+running jobs twice its CPU). The caches plugins keep from pass to pass (the dissonance
+plugin's rows and keys, backfill's fixed run times) do not travel: each child starts
+from the parent's, which are as the server started.
 
 A lock that threads other than the pass's take (``ForkLocked``: the predictor's, which
 its trainer holds while it learns; the dissonance plugin's, which a what-if pass takes)
@@ -284,7 +287,7 @@ class ForkedScheduler:
         child = _Child(pid, read, list(carried), time.monotonic() + self.timeout_s)
         self._passing = child
         try:
-            (result, cpu_s, changes), load_s = self._receive(child)
+            (result, cpu_s, changes, rows), load_s = self._receive(child)
             if not isinstance(result, PassResult):
                 raise PassProcessFailed(f"the pass's process sent {type(result).__name__}")
         except BaseException:
@@ -293,6 +296,8 @@ class ForkedScheduler:
         finally:
             self._passing = None
         self._adopt(child.carried, changes)
+        # the running jobs' rows the pass wrote: the next child starts with them
+        scheduler.framework.releases.adopt(rows, snapshot.running)
         if result.plan.forecasting:
             self._stop_forecaster()  # (one that went on through a pass without the stage)
             child.jobs, child.deadline = result.plan.forecasting, math.inf
@@ -381,10 +386,13 @@ def _child_pass(
         _become_child(keep=fd)
         cpu = time.process_time()
         marks = [plugin.pass_mark() for plugin in carried]
+        ledger = scheduler.framework.releases
+        ledger_mark = ledger.pass_mark()
         result = scheduler.run_pass(snapshot, **options)
         result = dataclasses.replace(result, settled=None, statuses={})
         changes = [p.pass_changes(m) for p, m in zip(carried, marks, strict=True)]
-        _send(fd, ("result", result, time.process_time() - cpu, changes))
+        rows = ledger.pass_changes(ledger_mark)
+        _send(fd, ("result", result, time.process_time() - cpu, changes, rows))
         plan = result.plan
         budget = scheduler.forecast_slice_s
         done = not plan.forecasting

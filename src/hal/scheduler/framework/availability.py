@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -816,6 +817,31 @@ class StartRowsMemo:
 _LEDGER_SLACK = 4096
 
 
+# (epoch, slots written, the entries) before a forked pass: ``ReleaseLedger.pass_mark``
+LedgerMark = tuple[int, int, dict[int, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerChanges:
+    """What a forked pass wrote to its ledger (``ReleaseLedger.pass_changes``): on the
+    ledger of ``base_epoch`` with ``base_size`` slots, the slots' ``rows`` (node, CPUs,
+    memory, GPUs) from there to ``size``, and per job id its entry's (first slot, count,
+    exclusive, whether a running job's) where it changed, and the ids ``dropped``; or,
+    ``whole``, every slot and entry of the ledger of ``epoch`` for the node list
+    ``names``."""
+
+    base_epoch: int
+    base_size: int
+    whole: bool
+    names: tuple[str, ...] | None
+    epoch: int
+    rows: tuple[npt.NDArray[Any], ...]
+    size: int
+    live: int
+    changed: dict[int, tuple[int, int, bool, bool]]
+    dropped: tuple[int, ...]
+
+
 class ReleaseLedger:
     """The release half of the availability profile, kept across passes: each running
     job's nodes and per-node amounts (``NodeTable.rows_of``), written once, when the job
@@ -858,8 +884,9 @@ class ReleaseLedger:
         # times); None when its horizon left some out
         self.planned: Planned | None = None
         # id → (allocation, first slot, count, the running job and whether it holds
-        # them exclusively, as ``held_slot`` last found them; None, False: not asked)
-        self._jobs: dict[int, tuple[Allocation, int, int, Job | None, bool]] = {}
+        # them exclusively, as ``held_slot`` last found them; None, False: not asked).
+        # No allocation: adopted from a forked pass that placed the job (``adopt``)
+        self._jobs: dict[int, tuple[Allocation | None, int, int, Job | None, bool]] = {}
         self._node: Rows = np.empty(0, dtype=np.intp)
         self._cpus: IntArray = np.empty(0, dtype=np.int64)
         self._memory: IntArray = np.empty(0, dtype=np.int64)
@@ -944,6 +971,74 @@ class ReleaseLedger:
                 at += c
             self._size = self._live = at
             self.epoch += 1
+
+    # -- a pass decided in a forked process (``hal.scheduler.forked``) ------------------
+
+    def _columns(self) -> tuple[npt.NDArray[Any], ...]:
+        return self._node, self._cpus, self._memory, self._gpus
+
+    def pass_mark(self) -> LedgerMark:
+        """What the ledger holds before a pass (the child's)."""
+        return self.epoch, self._size, dict(self._jobs)
+
+    def pass_changes(self, mark: LedgerMark) -> LedgerChanges:
+        """What the pass wrote since ``mark``, by job id (the child's objects cannot
+        travel): the slots' rows appended and the entries changed or dropped; all of it
+        when the slots moved (a compaction, another node list)."""
+        epoch, size, before = mark
+        whole = epoch != self.epoch
+        start = 0 if whole else size
+        end = self._size
+        rows = tuple(
+            a[start:end].copy() for a in (self._node, self._cpus, self._memory, self._gpus)
+        )
+        changed = {
+            jid: (first, count, exclusive, job is not None)
+            for jid, entry in self._jobs.items()
+            if whole or before.get(jid) is not entry
+            for _, first, count, job, exclusive in (entry,)
+        }
+        dropped = () if whole else tuple(j for j in before if j not in self._jobs)
+        names = self._names if whole else None
+        return LedgerChanges(
+            epoch, size, whole, names, self.epoch, rows, end, self._live, changed, dropped
+        )
+
+    def adopt(self, changes: LedgerChanges, running: Iterable[Job]) -> None:
+        """A forked pass's ``changes`` (the parent's), its running jobs' entries put back
+        with the parent's objects of ``running`` (the pass's snapshot's), so that the
+        next pass's ``held_slot`` finds them. Nothing when this ledger changed since the
+        pass's mark (a pass ran here meanwhile): it is then as valid as it was."""
+        if changes.whole:
+            self._reset(changes.names)
+            self.epoch = changes.epoch
+            self._jobs = {}
+            self._size = 0
+        elif (self.epoch, self._size) != (changes.base_epoch, changes.base_size):
+            return
+        start, end = self._size, changes.size
+        if end > len(self._node):
+            grow = max(end, 2 * len(self._node), 1024)
+            self._node = _grown(self._node, grow, start)
+            self._cpus = _grown(self._cpus, grow, start)
+            self._memory = _grown(self._memory, grow, start)
+            self._gpus = _grown(self._gpus, grow, start)
+        for mine, theirs in zip(self._columns(), changes.rows, strict=True):
+            mine[start:end] = theirs
+        jobs = self._jobs
+        for jid in changes.dropped:
+            jobs.pop(jid, None)
+        if changes.changed:
+            by_id = {j.id: j for j in running}
+            for jid, (first, count, exclusive, held) in changes.changed.items():
+                job = by_id.get(jid) if held else None
+                # a job's own allocation (``holding``'s), so that ``slot`` finds it the
+                # same; an entry of a job placed in the pass is written again when the
+                # job runs (its allocation is another object then), as on the thread
+                alloc = holding(job)[0] if job is not None else None
+                jobs[jid] = (alloc, first, count, job, exclusive)
+        self._size, self._live = end, changes.live
+        self.planned = None  # (the last gather's: the child's)
 
     def nodes_at(self, first: int, count: int) -> Rows:
         """The node rows of the slots ``[first, first + count)``."""
