@@ -87,6 +87,12 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--logs", type=Path, help="copy the server's and emulators' logs to this directory"
     )
+    p.add_argument(
+        "--pass-process",
+        choices=("thread", "fork", "auto"),
+        default="thread",
+        help="the server's [scheduler] pass_process (ADR 0031)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
@@ -110,6 +116,7 @@ def _cmd(ns: Any) -> int:
         samples=ns.samples,
         db_admin=ns.db_admin,
         logs=ns.logs,
+        decide_in=ns.pass_process,
     )
     return emit(result, ns.json)
 
@@ -145,14 +152,20 @@ class Site(NamedTuple):
 
 
 @contextmanager
-def site(prefix: str, nodes: int, heartbeat: float, db_admin: str = PG_ADMIN) -> Iterator[Site]:
+def site(
+    prefix: str,
+    nodes: int,
+    heartbeat: float,
+    db_admin: str = PG_ADMIN,
+    decide_in: str = "thread",
+) -> Iterator[Site]:
     """A ``Site`` for ``nodes`` nodes with ``heartbeat``, removed (the database dropped)
     at the end."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp, _database(db_admin) as db:
         work = Path(tmp)
         admin, agents = make_tokens(db)
         config = work / "hal.toml"
-        _config(config, nodes, heartbeat)
+        _config(config, nodes, heartbeat, decide_in)
         yield Site(work, db, admin, agents, free_port(), config)
 
 
@@ -207,11 +220,12 @@ def start_emulators(
     return started
 
 
-def _config(path: Path, nodes: int, heartbeat: float) -> None:
+def _config(path: Path, nodes: int, heartbeat: float, decide_in: str) -> None:
     path.write_text(
         f"heartbeat_interval_seconds = {heartbeat}\n"
         f"node_timeout_seconds = {max(30.0, 6 * heartbeat)}\n"
         "max_batch_jobs = 100000\n"
+        f'scheduler = {{ pass_process = "{decide_in}" }}\n'
         "[[partitions]]\n"
         'name = "bulk"\n'
         "default = true\n"
@@ -284,6 +298,7 @@ def run_scale_bench(
     samples: int = 10,
     db_admin: str = PG_ADMIN,
     logs: Path | None = None,
+    decide_in: str = "thread",
 ) -> dict[str, Any]:
     """``logs``: a directory the server's and emulators' logs are copied to at the end
     (the slow-pass log lines among them: ``hal.server.observe.passes``)."""
@@ -292,7 +307,14 @@ def run_scale_bench(
     from hal.client import HalClient
 
     procs: list[subprocess.Popen[bytes]] = []
-    with site("hal-scale-", nodes, heartbeat, db_admin) as (work, db, admin, agents, port, config):
+    with site("hal-scale-", nodes, heartbeat, db_admin, decide_in) as (
+        work,
+        db,
+        admin,
+        agents,
+        port,
+        config,
+    ):
         url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "HAL_URL": url, "HAL_TOKEN": admin}
         hal = [sys.executable, "-m", "hal.cli.main"]
@@ -391,6 +413,7 @@ def run_scale_bench(
         "nodes": nodes,
         "cpus_per_node": cpus,
         "queued_jobs": jobs,
+        "pass_process": decide_in,
         "mean_runtime_s": runtime,
         "emulator_processes": len(emulators_ps),
         "register_s": round(register_s, 2),
@@ -459,14 +482,16 @@ def _agent_syncs(diag: Mapping[str, Any]) -> int:
 
 
 def cpu_seconds(processes: list[Any]) -> float:
-    """The user and system CPU seconds of ``processes`` (psutil's) so far; 0 for one that
-    has exited (an emulator whose token was refused), which its log says why."""
+    """The user and system CPU seconds of ``processes`` (psutil's) so far, with those of
+    their children that ended (a server's forked passes: ``pass_process``); 0 for one
+    that has exited (an emulator whose token was refused), which its log says why."""
     import psutil
 
     total = 0.0
     for process in processes:
         with suppress(psutil.Error):  # (gone, or not ours to read)
-            total += sum(process.cpu_times()[:2])
+            times = process.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
     return total
 
 
