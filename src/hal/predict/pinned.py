@@ -58,9 +58,9 @@ class PinnedPredictor:
         self._pending: dict[int, float] = {}  # last answer while the job waited
         # running jobs: (start time of the run, the answer it started with)
         self._pinned: dict[int, tuple[float, float]] = {}
-        # the jobs forgotten since a pass in a forked process began (``fork_began``):
-        # what that pass changed of them is older than their forgetting
-        self._forgotten: set[int] | None = None
+        # per pass in a forked process still out (``fork_began``'s tokens): the jobs
+        # forgotten since it began, whose changes by it are older than their forgetting
+        self._watching: list[set[int]] = []
 
     @property
     def name(self) -> str:
@@ -134,8 +134,8 @@ class PinnedPredictor:
         self._pinned.pop(job_id, None)
         self._pending.pop(job_id, None)
         self._first.pop(job_id, None)
-        if self._forgotten is not None:
-            self._forgotten.add(job_id)
+        for forgotten in self._watching:
+            forgotten.add(job_id)
 
     def unpin_started_before(self, when: float) -> None:
         """Forget the predictions of runs started before ``when`` (the server's jobs
@@ -144,8 +144,8 @@ class PinnedPredictor:
         for job_id in [j for j, (start, _) in self._pinned.items() if start < when]:
             del self._pinned[job_id]
             self._first.pop(job_id, None)
-            if self._forgotten is not None:
-                self._forgotten.add(job_id)
+            for forgotten in self._watching:
+                forgotten.add(job_id)
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         batch = self._batch
@@ -161,40 +161,59 @@ class PinnedPredictor:
 
     # -- a pass decided in a forked process (``hal.scheduler.forked.PassCarried``) -----
 
-    def fork_began(self) -> None:
-        """A pass is being forked (the parent): note the jobs forgotten from now on."""
-        self._forgotten = set()
+    def fork_began(self) -> set[int]:
+        """A pass is being forked (the parent): the jobs forgotten from now on, until
+        ``fork_ended``, are gathered in the set returned (its token)."""
+        forgotten: set[int] = set()
+        self._watching.append(forgotten)
+        return forgotten
+
+    def fork_ended(self, token: set[int]) -> None:
+        self._watching = [w for w in self._watching if w is not token]
 
     def pass_mark(self) -> PinsMark:
-        """What is kept, before a pass (the child)."""
+        """What is kept, before a pass or its forecast (the child)."""
         return dict(self._first), dict(self._pending), dict(self._pinned)
 
     def pass_changes(self, mark: PinsMark) -> PinsChanges:
-        """What the pass changed of what is kept since ``mark`` (the child)."""
+        """What changed of what is kept since ``mark``, each with what was there then
+        (the child)."""
         first, pending, pinned = mark
         return _diff(first, self._first), _diff(pending, self._pending), _diff(pinned, self._pinned)
 
-    def adopt(self, changes: PinsChanges) -> None:
-        """A forked pass's changes (the parent), but for the jobs forgotten since it
-        began: a job that ended meanwhile is not pinned again."""
-        forgotten = self._forgotten or set()
+    def adopt(self, changes: PinsChanges, token: set[int]) -> None:
+        """A forked pass's changes (the parent), each where this predictor still holds
+        what the pass found and forgot nothing of the job since the pass began (its
+        ``token``): a job that ended meanwhile is not pinned again, and what a later
+        pass changed is not put back."""
         kept_dicts: tuple[_Kept, ...] = (self._first, self._pending, self._pinned)
-        for kept, (put, dropped) in zip(kept_dicts, changes, strict=True):
-            for job_id in dropped:
-                if job_id not in forgotten:
+        for kept, changed in zip(kept_dicts, changes, strict=True):
+            for job_id, (found, value) in changed.items():
+                if job_id in token or kept.get(job_id, _MISSING) != found:
+                    continue
+                if value is _MISSING:
                     kept.pop(job_id, None)
-            for job_id, value in put.items():
-                if job_id not in forgotten:
+                else:
                     kept[job_id] = value
 
 
+class _Missing:
+    """Nothing kept for a job (pickled as itself: one per process)."""
+
+    def __reduce__(self) -> str:
+        return "_MISSING"
+
+
+_MISSING: Any = _Missing()
 _Kept = dict[int, Any]
 PinsMark = tuple[dict[int, float], dict[int, float], dict[int, tuple[float, float]]]
-# per kept dict: (what was set, the ids dropped)
-PinsChanges = tuple[tuple[_Kept, list[int]], ...]
+# per kept dict: job id → (what the pass found, what it left; ``_MISSING``: nothing)
+PinsChanges = tuple[dict[int, tuple[Any, Any]], ...]
 
 
-def _diff(before: _Kept, after: _Kept) -> tuple[_Kept, list[int]]:
-    missing = object()
-    put = {k: v for k, v in after.items() if before.get(k, missing) != v}
-    return put, [k for k in before if k not in after]
+def _diff(before: _Kept, after: _Kept) -> dict[int, tuple[Any, Any]]:
+    changed = {
+        k: (before.get(k, _MISSING), v) for k, v in after.items() if before.get(k, _MISSING) != v
+    }
+    changed.update((k, (v, _MISSING)) for k, v in before.items() if k not in after)
+    return changed

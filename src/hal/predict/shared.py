@@ -126,10 +126,16 @@ class SharedPredictor:
     # -- a pass decided in a forked process (``hal.scheduler.forked.PassCarried``): the
     # pins a pass makes (``PinnedPredictor``) travel back to the server ------------------
 
-    def fork_began(self) -> None:
-        if self._pinned is not None:
+    def fork_began(self) -> set[int] | None:
+        if self._pinned is None:
+            return None
+        with self.lock:
+            return self._pinned.fork_began()
+
+    def fork_ended(self, token: set[int] | None) -> None:
+        if self._pinned is not None and token is not None:
             with self.lock:
-                self._pinned.fork_began()
+                self._pinned.fork_ended(token)
 
     def pass_mark(self) -> PinsMark | None:
         return self._pinned.pass_mark() if self._pinned is not None else None
@@ -139,7 +145,7 @@ class SharedPredictor:
             return None
         return self._pinned.pass_changes(mark)
 
-    def adopt(self, changes: PinsChanges | None) -> None:
-        if self._pinned is not None and changes is not None:
+    def adopt(self, changes: PinsChanges | None, token: set[int] | None) -> None:
+        if self._pinned is not None and changes is not None and token is not None:
             with self.lock:
-                self._pinned.adopt(changes)
+                self._pinned.adopt(changes, token)

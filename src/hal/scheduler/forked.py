@@ -32,6 +32,7 @@ import contextlib
 import ctypes
 import dataclasses
 import gc
+import logging
 import math
 import os
 import pickle
@@ -40,6 +41,7 @@ import signal
 import stat
 import struct
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -68,6 +70,12 @@ _LENGTH = struct.Struct("!Q")
 # running) runs on the server's thread (ADR 0031)
 FORK_FROM = 5_000
 _PR_SET_PDEATHSIG = 1
+# prctl, looked up here: not by ``dlopen`` in a child of a process with threads
+_PRCTL: Any = None
+if sys.platform == "linux":
+    with contextlib.suppress(OSError, AttributeError):
+        _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -82,18 +90,21 @@ class PassCarried(Protocol):
     """Optional on a plugin: state a pass changes that later passes read.
 
     ``fork_began`` (the parent, under the fork locks, before the fork): note what the
-    parent changes meanwhile; ``pass_mark`` (the child, before the pass) and
-    ``pass_changes`` (after it, and after the forecast): what the pass changed, as
-    picklable data; ``adopt`` (the parent): take those changes in, but where the parent
-    changed the same thing since ``fork_began`` (it is newer)."""
+    parent forgets from now on, under the token it returns; ``pass_mark`` (the child,
+    before the pass, and again before the forecast) and ``pass_changes`` (after each):
+    what the child changed, with what it found, as picklable data; ``adopt`` (the
+    parent): take those changes in where the parent still holds what the child found
+    and forgot nothing of since the fork; ``fork_ended``: the token's child is done."""
 
-    def fork_began(self) -> None: ...
+    def fork_began(self) -> object: ...
 
     def pass_mark(self) -> object: ...
 
     def pass_changes(self, mark: object) -> object: ...
 
-    def adopt(self, changes: object) -> None: ...
+    def adopt(self, changes: object, token: object) -> None: ...
+
+    def fork_ended(self, token: object) -> None: ...
 
 
 class PassProcessFailed(RuntimeError):
@@ -106,8 +117,11 @@ class _Child:
     pid: int
     fd: int
     carried: list[PassCarried]
+    tokens: list[object]  # ``fork_began``'s, one per carried plugin
     deadline: float
     jobs: tuple[int, ...] = ()  # a forecaster's: the forecast's jobs (``Plan.forecasting``)
+    reaped: bool = False  # (its pid is then no longer ours to signal)
+    closed: bool = False
     poll: select.poll = dataclasses.field(default_factory=select.poll)
 
     def __post_init__(self) -> None:
@@ -149,7 +163,8 @@ class ForkedScheduler:
     holds the whole pass; ``statuses`` too: the server reads only their count,
     ``looked``), with ``process`` set. A snapshot of fewer than ``fork_from`` jobs
     (pending and running) is decided on the calling thread instead, as a ``Scheduler``
-    decides it: a small pass costs less than a fork.
+    decides it: a small pass costs less than a fork. So is a pass whose fork fails
+    (no memory, no processes left), with a warning.
 
     The forecast: a child whose plan has jobs to forecast (``Plan.forecasting``) goes on
     after its plan, a slice of ``forecast_slice_s`` at a time (the whole forecast, when
@@ -158,24 +173,31 @@ class ForkedScheduler:
     plans of the passes after it name the same jobs until it is done, so that they are
     asked for the rest, as a ``Scheduler`` carries its forecast into the passes that
     run no backfill stage. A pass whose backfill stage is due stops it (its own forecast
-    replaces it). Called from one thread at a time, as a ``Scheduler``."""
+    replaces it). Called from one thread at a time, as a ``Scheduler``; ``close`` from
+    any."""
 
     def __init__(
         self, scheduler: Scheduler, *, fork_from: int = 0, timeout_s: float = 600.0
     ) -> None:
         self.fork_from = fork_from
         self.timeout_s = timeout_s
+        self._lock = threading.Lock()  # the children's fields, against ``close``
         self._forecaster: _Child | None = None
         self._passing: _Child | None = None  # the child deciding the pass in flight
+        self._dead: list[_Child] = []  # killed by ``close``: reaped by the next call
         self.use(scheduler)
 
     def use(self, scheduler: Scheduler) -> None:
         """Decide the next passes with ``scheduler`` (the server reconfigured); a pass
         in flight finishes with the one it began with, and its forecast goes on."""
         plugins = profile_plugins(scheduler.profile)
-        self._locked = [p for p in plugins if isinstance(p, ForkLocked)]
-        self._carried = [p for p in plugins if isinstance(p, PassCarried)]
-        self.scheduler = scheduler
+        locked = [p for p in plugins if isinstance(p, ForkLocked)]
+        carried = [p for p in plugins if isinstance(p, PassCarried)]
+        self._with = (scheduler, locked, carried)  # (read whole by a pass)
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._with[0]
 
     @property
     def forecasting(self) -> tuple[int, ...]:
@@ -205,6 +227,7 @@ class ForkedScheduler:
     ) -> PassResult:
         """``Scheduler.run_pass`` with these options, decided in a forked child (or on
         this thread, below ``fork_from`` jobs)."""
+        self._bury()
         options: dict[str, Any] = {
             "backfill": backfill,
             "time_plugins": time_plugins,
@@ -213,9 +236,9 @@ class ForkedScheduler:
         }
         if backfill:  # (the stage is due: the forecast it makes replaces the last one)
             self._stop_forecaster()
-        if len(snapshot.pending) + len(snapshot.running) < self.fork_from:
-            result = self.scheduler.run_pass(snapshot, **options)
-        else:
+        scheduler = self.scheduler
+        result: PassResult | None = None
+        if len(snapshot.pending) + len(snapshot.running) >= self.fork_from:
             # The collector is off in the parent too until the result is read, as a
             # pass on the thread turns it off for its time: a full collection meanwhile
             # would walk the server's heap, writing to the pages the child shares
@@ -226,6 +249,8 @@ class ForkedScheduler:
             finally:
                 if collecting:
                     gc.enable()
+        if result is None:
+            result = scheduler.run_pass(snapshot, **options)
         forecaster = self._forecaster
         if forecaster is not None and not result.plan.forecasting:
             plan = dataclasses.replace(result.plan, forecasting=forecaster.jobs)
@@ -237,6 +262,7 @@ class ForkedScheduler:
     ) -> tuple[PendingUpdate, ...]:
         """The forecaster's slices sent so far, when ``plan`` names its jobs; else the
         scheduler's own forecast of a plan decided on this thread."""
+        self._bury()
         forecaster = self._forecaster
         if forecaster is None or plan.forecasting != forecaster.jobs:
             return self.scheduler.forecast(plan, go_on=go_on)
@@ -247,9 +273,9 @@ class ForkedScheduler:
                 (sent, done, changes), _ = self._receive(forecaster)
                 updates.extend(sent)
                 if done:
-                    self._adopt(forecaster.carried, changes)
-                    self._forecaster = None
-                    self._close(forecaster)
+                    with self._lock:
+                        self._forecaster = None
+                    self._end(forecaster, changes)
                 wait = 0.0
         except BaseException:
             self._stop_forecaster()
@@ -257,53 +283,68 @@ class ForkedScheduler:
         return tuple(updates)
 
     def close(self) -> None:
-        """Stop the forecaster, and kill the child deciding a pass in flight (the
-        server stopping; from any thread): the thread waiting for it finds it ended."""
-        self._stop_forecaster()
-        passing = self._passing
-        if passing is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(passing.pid, signal.SIGKILL)
+        """Kill the forecaster and the child deciding a pass in flight (the server
+        stopping; from any thread). The thread waiting for the pass finds it ended; the
+        forecaster is reaped by the next call, if any."""
+        with self._lock:
+            forecaster, self._forecaster = self._forecaster, None
+            if forecaster is not None:
+                self._dead.append(forecaster)
+            for child in (forecaster, self._passing):
+                if child is not None and not child.reaped:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child.pid, signal.SIGKILL)
 
     # -- the parent ------------------------------------------------------------------
 
-    def _forked_pass(self, snapshot: ClusterSnapshot, options: dict[str, Any]) -> PassResult:
-        scheduler = self.scheduler
-        carried = self._carried
+    def _forked_pass(self, snapshot: ClusterSnapshot, options: dict[str, Any]) -> PassResult | None:
+        """The pass in a child; None when no child could be made."""
+        scheduler, locked, carried = self._with
+        # the thread's kept forecast (auto: a pass decided here) is the child's to go
+        # on with, and the next to plan with: dropped here, as a pass on the thread would
+        scheduler.drop_forecast()
         began = time.perf_counter()
         with contextlib.ExitStack() as held:
-            for locked in self._locked:
-                held.enter_context(locked.fork_lock())
-            for plugin in carried:
-                plugin.fork_began()
+            for lock in locked:
+                held.enter_context(lock.fork_lock())
+            tokens = [plugin.fork_began() for plugin in carried]
             read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: the locks are its own thread's, released here
-                held.close()
+            try:
+                with self._lock:  # (so that ``close`` finds the child once it is)
+                    pid = os.fork()
+                    if pid == 0:  # the child: never returns
+                        _child_pass(scheduler, carried, (read, write), held, snapshot, options)
+                    child = _Child(pid, read, carried, tokens, time.monotonic() + self.timeout_s)
+                    self._passing = child
+            except OSError as err:
                 os.close(read)
-                _child_pass(scheduler, carried, write, snapshot, options)
+                os.close(write)
+                for plugin, token in zip(carried, tokens, strict=True):
+                    plugin.fork_ended(token)
+                log.warning("a pass could not be forked (%s): decided on the thread", err)
+                return None
             fork_s = time.perf_counter() - began
         os.close(write)
-        child = _Child(pid, read, list(carried), time.monotonic() + self.timeout_s)
-        self._passing = child
         try:
             (result, cpu_s, changes, rows), load_s = self._receive(child)
             if not isinstance(result, PassResult):
                 raise PassProcessFailed(f"the pass's process sent {type(result).__name__}")
+            # the running jobs' rows the pass wrote: the next child starts with them
+            scheduler.framework.releases.adopt(rows, snapshot.running)
+            self._adopt(child, changes)
         except BaseException:
             self._kill(child)
             raise
         finally:
-            self._passing = None
-        self._adopt(child.carried, changes)
-        # the running jobs' rows the pass wrote: the next child starts with them
-        scheduler.framework.releases.adopt(rows, snapshot.running)
+            with self._lock:
+                self._passing = None
         if result.plan.forecasting:
             self._stop_forecaster()  # (one that went on through a pass without the stage)
             child.jobs, child.deadline = result.plan.forecasting, math.inf
-            self._forecaster = child
+            with self._lock:
+                self._forecaster = child
         else:
-            self._close(child)
+            self._end(child)
         return dataclasses.replace(result, process=ProcessFacts(fork_s, cpu_s, load_s))
 
     def _receive(self, child: _Child) -> tuple[tuple[Any, ...], float]:
@@ -343,46 +384,76 @@ class ForkedScheduler:
             left -= len(part)
         return b"".join(parts)
 
-    def _adopt(self, carried: Sequence[PassCarried], changes: Sequence[object]) -> None:
-        for plugin, changed in zip(carried, changes, strict=True):
-            plugin.adopt(changed)
+    @staticmethod
+    def _adopt(child: _Child, changes: Sequence[object]) -> None:
+        for plugin, changed, token in zip(child.carried, changes, child.tokens, strict=True):
+            plugin.adopt(changed, token)
+
+    def _end(self, child: _Child, changes: Sequence[object] | None = None) -> None:
+        """A child that has sent all it had: its last changes taken in, its end
+        waited for."""
+        try:
+            if changes:
+                self._adopt(child, changes)
+        finally:
+            self._close(child)
+            self._reap(child)
 
     def _stop_forecaster(self) -> None:
-        forecaster, self._forecaster = self._forecaster, None
+        with self._lock:
+            forecaster, self._forecaster = self._forecaster, None
         if forecaster is not None:
             self._kill(forecaster)
 
-    def _close(self, child: _Child) -> None:
-        """A child that has sent all it had: its end waited for."""
-        os.close(child.fd)
-        self._reap(child)
+    def _bury(self) -> None:
+        """Reap the children ``close`` killed."""
+        with self._lock:
+            dead, self._dead = self._dead, []
+        for child in dead:
+            self._kill(child)
 
     def _kill(self, child: _Child) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.close(child.fd)
+        if not child.reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+        self._close(child)
         self._reap(child)
 
     @staticmethod
+    def _close(child: _Child) -> None:
+        if not child.closed:
+            child.closed = True
+            os.close(child.fd)
+            for plugin, token in zip(child.carried, child.tokens, strict=True):
+                plugin.fork_ended(token)
+
+    @staticmethod
     def _reap(child: _Child) -> int | None:
-        try:
-            return os.waitpid(child.pid, 0)[1]
-        except ChildProcessError:
+        if child.reaped:
             return None
+        try:
+            status = os.waitpid(child.pid, 0)[1]
+        except ChildProcessError:
+            status = None
+        child.reaped = True
+        return status
 
 
 def _child_pass(
     scheduler: Scheduler,
     carried: Sequence[PassCarried],
-    fd: int,
+    pipe: tuple[int, int],
+    held: contextlib.ExitStack,
     snapshot: ClusterSnapshot,
     options: dict[str, Any],
 ) -> NoReturn:
     """The child: decide and send the result, then forecast and send each slice, and
-    exit."""
+    exit (whatever happens: it never returns into the server's code)."""
     code = 0
+    read, fd = pipe
     try:
+        held.close()  # (the fork locks: this thread's here, let go)
+        os.close(read)
         _become_child(keep=fd)
         cpu = time.process_time()
         marks = [plugin.pass_mark() for plugin in carried]
@@ -396,6 +467,8 @@ def _child_pass(
         plan = result.plan
         budget = scheduler.forecast_slice_s
         done = not plan.forecasting
+        # the forecast's own changes, apart from the pass's (the parent has those)
+        marks = [plugin.pass_mark() for plugin in carried]
         while not done:
             go_on = None
             if budget:
@@ -435,9 +508,8 @@ def _become_child(*, keep: int) -> None:
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
     for fd in _open_sockets():
         if fd != keep:
             with contextlib.suppress(OSError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import resource
 import signal
@@ -22,7 +23,7 @@ import pytest
 from hal.bench.sched_pass import build_workload
 from hal.core.states import JobState
 from hal.predict import SharedPredictor
-from hal.predict.pinned import PinnedPredictor
+from hal.predict.pinned import _MISSING, PinnedPredictor, PinsChanges
 from hal.predict.registry import planning_predictor
 from hal.scheduler.forked import ForkedScheduler, PassProcessFailed
 from hal.scheduler.framework.scheduler import PassResult, Scheduler
@@ -180,15 +181,46 @@ def test_a_job_forgotten_while_the_pass_ran_is_not_pinned_again() -> None:
     _, pinned = _shared()
     running = make_job(1).limit(100).running_on("n0001", start=990).build()
     other = make_job(2).limit(100).running_on("n0001", start=990).build()
-    pinned.fork_began()  # (the parent, at the fork)
+    token = pinned.fork_began()  # (the parent, at the fork)
     mark = pinned.pass_mark()  # (the child ...)
     pinned.predict(running)
     pinned.predict(other)
     changes = pinned.pass_changes(mark)
     pinned.forget(1)  # (... and the parent, meanwhile: job 1 ended)
     pinned._pinned.clear()
-    pinned.adopt(changes)
+    pinned.adopt(changes, token)
     assert set(pinned._pinned) == {2}
+    pinned.fork_ended(token)
+    assert not pinned._watching
+
+
+def test_an_older_pass_s_changes_do_not_undo_a_later_one_s() -> None:
+    """A forecaster that ends after a later pass: what it found is no longer there, so
+    its change is not put back; a job forgotten since its own fork (not only since the
+    latest) stays forgotten."""
+    _, pinned = _shared()
+    waiting = make_job(2).limit(100).build()
+    ended = make_job(1).limit(100).running_on("n0001", start=990).build()
+    older = pinned.fork_began()  # pass A forked
+    mark = pinned.pass_mark()
+    pinned._pending[2] = 100.0  # (A's child predicts job 2 ...)
+    pinned.predict(ended)  # (... and pins job 1)
+    changes_a = pinned.pass_changes(mark)
+    pinned._pending.clear()
+    pinned._pinned.clear()  # (the parent had neither)
+    pinned.forget(1)  # job 1 ended
+    later = pinned.fork_began()  # pass B forked, its child predicted job 2 anew: adopted
+    pinned.adopt(_changes(2, 55.0), later)
+    assert pinned._pending == {2: 55.0}
+    pinned.adopt(changes_a, older)  # A's forecaster ends now
+    assert pinned._pending == {2: 55.0}  # B's, not A's older answer
+    assert 1 not in pinned._pinned  # forgotten since A began, though before B
+    assert pinned.predict(waiting) > 0
+
+
+def _changes(job_id: int, value: float) -> PinsChanges:
+    """A pass's changes that predicted ``job_id`` afresh as ``value`` (nothing kept)."""
+    return ({}, {job_id: (_MISSING, value)}, {})
 
 
 def test_the_predictor_held_by_its_trainer_is_waited_for_not_inherited_taken() -> None:
@@ -347,3 +379,44 @@ def test_the_running_jobs_rows_a_forked_pass_wrote_come_back() -> None:
         assert _ledger(forked.scheduler) == _ledger(here)
         assert len(forked.scheduler.framework.releases) > 0
         snap = _next(snap, alone.plan, ended=25)
+
+
+def test_auto_passes_on_the_thread_and_forked_carry_one_forecast() -> None:
+    """``auto``: a pass on the thread that backfilled, then a forked one that did, then one
+    on the thread that did not: the last plan names the forked pass's forecast (not the
+    thread's older one), and gets it whole: the forecast of the forked pass's profile
+    and verdicts (the thread's takes the later pass's verdicts in: ADR 0031)."""
+    snap = build_workload(3_000, 100, seed=1).snapshot()
+    alone, witness = _sliced(0.02), _sliced(0.02)
+    forked = ForkedScheduler(_sliced(0.02))
+    plans: list[tuple[Plan, Plan]] = []
+    expected: list[PendingUpdate] = []
+    for fork, backfill in ((False, True), (True, True), (False, False)):
+        forked.fork_from = 0 if fork else 10**9
+        there = forked.run_pass(snap, backfill=backfill)
+        here = alone.run_pass(snap, backfill=backfill)
+        assert (there.process is not None) is fork
+        plans.append((there.plan, here.plan))
+        if backfill:  # (the forked pass's forecast, worked out right after it)
+            expected = list(witness.forecast(witness.run_pass(snap, backfill=True).plan))
+        snap = _next(snap, here.plan, ended=40)
+    last, own = plans[-1]
+    assert plans[0][1].forecasting != plans[1][1].forecasting  # (two forecasts)
+    assert last.forecasting == own.forecasting == plans[1][1].forecasting
+    assert _whole_forecast(forked, last) == expected
+
+
+def test_a_pass_that_cannot_be_forked_is_decided_on_the_thread(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    forked = ForkedScheduler(build_scheduler())
+    before = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "fork", no_fork)
+    with caplog.at_level(logging.WARNING, logger="hal.scheduler.forked"):
+        result = forked.run_pass(_snap())
+    assert result.process is None and {p.job_id for p in result.plan.placements} == {12}
+    assert "could not be forked" in caplog.text
+    assert len(os.listdir("/proc/self/fd")) == before  # (the pipe closed)

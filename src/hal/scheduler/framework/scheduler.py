@@ -193,6 +193,10 @@ class Scheduler:
         plugin = self.profile.backfill
         return None if plugin is None else plugin.interval_s
 
+    def drop_forecast(self) -> None:
+        """Forget the last forecast's work (a pass decided elsewhere goes on with it)."""
+        self._forecast = None
+
     @property
     def forecast_left(self) -> bool:
         """Whether the last forecast has jobs left to plan (``forecast`` stopped by its

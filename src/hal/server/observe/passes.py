@@ -15,7 +15,7 @@ measured on the event loop, from handing the pass to a worker thread to its plan
   the writing of the last plan) and the other threads share with it, or for the
   machine's cores;
 * for a pass decided in a process of its own (``forked``: ``[scheduler] pass_process =
-  "fork"``, the default, ADR 0031), ``cpu_s`` is that process's, ``fork_s`` the
+  "fork"`` or ``"auto"``, ADR 0031), ``cpu_s`` is that process's, ``fork_s`` the
   thread's taking of the plugins' fork locks and its ``fork`` call, ``load_s`` its
   reading back of the result (unpickling it, the interpreter held), and ``waited_s``
   the rest: the child waiting for a core, the thread for the interpreter;

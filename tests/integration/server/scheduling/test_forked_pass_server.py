@@ -1,8 +1,7 @@
 """Passes decided in a process of their own (``[scheduler] pass_process = "fork"``, ADR
-0031) in the live server: jobs start, a blocked job gets its expected start from the
-forecast the pass's process sends after its plan, a short job backfills, the running
-jobs' predictions the passes pin come back to the server, and ``sdiag``'s longest pass
-says it was forked."""
+0031) in the live server, with its agents and their processes: jobs start, a blocked
+job gets its reservation's expected start, a short job backfills around it, and
+``sdiag``'s longest pass says it was forked, with its process's CPU."""
 
 from __future__ import annotations
 

@@ -120,9 +120,14 @@ class Backfill:
     def fork_lock(self) -> AbstractContextManager[object]:
         return self.planning()
 
-    def fork_began(self) -> None:
+    def fork_began(self) -> object:
         if isinstance(self.predictor, SharedPredictor):
-            self.predictor.fork_began()
+            return self.predictor.fork_began()
+        return None
+
+    def fork_ended(self, token: object) -> None:
+        if isinstance(self.predictor, SharedPredictor):
+            self.predictor.fork_ended(token)  # type: ignore[arg-type]
 
     def pass_mark(self) -> object:
         if isinstance(self.predictor, SharedPredictor):
@@ -134,9 +139,9 @@ class Backfill:
             return self.predictor.pass_changes(mark)  # type: ignore[arg-type]
         return None
 
-    def adopt(self, changes: object) -> None:
+    def adopt(self, changes: object, token: object) -> None:
         if isinstance(self.predictor, SharedPredictor):
-            self.predictor.adopt(changes)  # type: ignore[arg-type]
+            self.predictor.adopt(changes, token)  # type: ignore[arg-type]
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         if self._batch is not None:
