@@ -383,24 +383,20 @@ def config_from_dict(
         kwargs["scheduler_interval_seconds"] = positive_seconds(
             interval, source, "scheduler.interval_seconds"
         )
-    if "predictor" in scheduler:
-        name = scheduler["predictor"]
-        if name not in PREDICTORS:
-            raise InvalidRequest(
-                f"{source}: [scheduler] predictor must be one of {', '.join(PREDICTORS)}, "
-                f"not {name!r}",
-                field="scheduler.predictor",
-            )
-        kwargs["scheduler_predictor"] = name
-    if "correction" in scheduler:
-        rule = scheduler["correction"]
-        if rule not in CORRECTIONS:
-            raise InvalidRequest(
-                f"{source}: [scheduler] correction must be one of {', '.join(CORRECTIONS)}, "
-                f"not {rule!r}",
-                field="scheduler.correction",
-            )
-        kwargs["scheduler_correction"] = rule
+    for key, choices in (
+        ("predictor", PREDICTORS),
+        ("correction", CORRECTIONS),
+        ("pass_process", PASS_PROCESSES),
+    ):
+        if key in scheduler:
+            value = scheduler[key]
+            if value not in choices:
+                raise InvalidRequest(
+                    f"{source}: [scheduler] {key} must be one of {', '.join(choices)}, "
+                    f"not {value!r}",
+                    field=f"scheduler.{key}",
+                )
+            kwargs[f"scheduler_{key}"] = value
     if "max_job_starts" in scheduler:
         kwargs["scheduler_max_job_starts"] = whole_number(
             scheduler["max_job_starts"], source, "scheduler.max_job_starts"
@@ -413,15 +409,6 @@ def config_from_dict(
         kwargs["scheduler_sched_interval_s"] = positive_seconds(
             scheduler["sched_interval"], source, "scheduler.sched_interval"
         )
-    if "pass_process" in scheduler:
-        where = scheduler["pass_process"]
-        if where not in PASS_PROCESSES:
-            raise InvalidRequest(
-                f"{source}: [scheduler] pass_process must be one of "
-                f"{', '.join(PASS_PROCESSES)}, not {where!r}",
-                field="scheduler.pass_process",
-            )
-        kwargs["scheduler_pass_process"] = where
     for key in ("drain_anomalous_nodes", "enable_user_top"):
         if key in scheduler:
             value = scheduler[key]

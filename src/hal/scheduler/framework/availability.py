@@ -933,12 +933,7 @@ class ReleaseLedger:
         ar = table.rows_of(allocation)
         first, count = self._size, len(ar.rows)
         end = first + count
-        if end > len(self._node):
-            grow = max(end, 2 * len(self._node), 1024)
-            self._node = _grown(self._node, grow, first)
-            self._cpus = _grown(self._cpus, grow, first)
-            self._memory = _grown(self._memory, grow, first)
-            self._gpus = _grown(self._gpus, grow, first)
+        self._room(first, end)
         self._node[first:end] = ar.rows
         self._cpus[first:end] = ar.cpus
         self._memory[first:end] = ar.memory
@@ -947,6 +942,15 @@ class ReleaseLedger:
         self._live += count
         self._jobs[job_id] = (allocation, first, count, None, False)
         return first, count
+
+    def _room(self, first: int, end: int) -> None:
+        """Slots up to ``end``, those before ``first`` kept."""
+        if end > len(self._node):
+            grow = max(end, 2 * len(self._node), 1024)
+            self._node = _grown(self._node, grow, first)
+            self._cpus = _grown(self._cpus, grow, first)
+            self._memory = _grown(self._memory, grow, first)
+            self._gpus = _grown(self._gpus, grow, first)
 
     def keep_only(self, job_ids: set[int]) -> None:
         """Forget the jobs not in ``job_ids``; slots are compacted once most are dead.
@@ -1017,12 +1021,7 @@ class ReleaseLedger:
         elif (self.epoch, self._size) != (changes.base_epoch, changes.base_size):
             return
         start, end = self._size, changes.size
-        if end > len(self._node):
-            grow = max(end, 2 * len(self._node), 1024)
-            self._node = _grown(self._node, grow, start)
-            self._cpus = _grown(self._cpus, grow, start)
-            self._memory = _grown(self._memory, grow, start)
-            self._gpus = _grown(self._gpus, grow, start)
+        self._room(start, end)
         for mine, theirs in zip(self._columns(), changes.rows, strict=True):
             mine[start:end] = theirs
         jobs = self._jobs
