@@ -9,14 +9,15 @@ serialising of 100,000 jobs), decides on a core of its own, and sends back the
 ``PassResult`` (pickled, through a pipe), then goes on with the forecast of the plan's
 waiting jobs (``Scheduler.forecast``) slice by slice, and exits.
 
-What a pass changes that outlives it travels back too: a plugin that keeps such state
-(``PassCarried``: the backfill plugin's predictor pins each running job's prediction)
-marks it in the child before the pass and sends its changes with the result, which the
-parent adopts. So do the running jobs' rows the pass wrote to the framework's ledger
-(``ReleaseLedger.pass_changes``, by job id: written again, they cost a pass at 77,000
-running jobs twice its CPU). The caches plugins keep from pass to pass (the dissonance
-plugin's rows and keys, backfill's fixed run times) do not travel: each child starts
-from the parent's, which are as the server started.
+What a pass changes that outlives it travels back too: a plugin names such state
+(``CarriesState``: the backfill plugin its predictor, which pins each running job's
+prediction), and that state (``PassCarried``) marks itself in the child before the
+pass and sends its changes with the result, which the parent adopts. So do the running
+jobs' rows the pass wrote to the framework's ledger (``ReleaseLedger.pass_changes``, by
+job id: written again, they cost a pass at 77,000 running jobs twice its CPU). The
+caches plugins keep from pass to pass (the dissonance plugin's rows and keys,
+backfill's fixed run times) do not travel: each child starts from the parent's, which
+are as the server started.
 
 A lock that threads other than the pass's take (``ForkLocked``: the predictor's, which
 its trainer holds while it learns; the dissonance plugin's, which a what-if pass takes)
@@ -85,9 +86,9 @@ class ForkLocked(Protocol):
     def fork_lock(self) -> AbstractContextManager[object]: ...
 
 
-@runtime_checkable
 class PassCarried(Protocol):
-    """Optional on a plugin: state a pass changes that later passes read.
+    """State a pass changes that later passes read, which a plugin names
+    (``CarriesState``): the server's shared predictor, whose pins a pass writes.
 
     ``fork_began`` (the parent, under the fork locks, before the fork): note what the
     parent forgets from now on, under the token it returns; ``pass_mark`` (the child,
@@ -96,15 +97,23 @@ class PassCarried(Protocol):
     parent): take those changes in where the parent still holds what the child found
     and forgot nothing of since the fork; ``fork_ended``: the token's child is done."""
 
-    def fork_began(self) -> object: ...
+    def fork_began(self) -> Any: ...
 
-    def pass_mark(self) -> object: ...
+    def pass_mark(self) -> Any: ...
 
-    def pass_changes(self, mark: object) -> object: ...
+    def pass_changes(self, mark: Any) -> Any: ...
 
-    def adopt(self, changes: object, token: object) -> None: ...
+    def adopt(self, changes: Any, token: Any) -> None: ...
 
-    def fork_ended(self, token: object) -> None: ...
+    def fork_ended(self, token: Any) -> None: ...
+
+
+@runtime_checkable
+class CarriesState(Protocol):
+    """Optional on a plugin: the state it keeps that a pass changes and later passes
+    read (None: none here), carried back from a forked pass."""
+
+    def carried_state(self) -> PassCarried | None: ...
 
 
 class PassProcessFailed(RuntimeError):
@@ -192,7 +201,11 @@ class ForkedScheduler:
         in flight finishes with the one it began with, and its forecast goes on."""
         plugins = profile_plugins(scheduler.profile)
         locked = [p for p in plugins if isinstance(p, ForkLocked)]
-        carried = [p for p in plugins if isinstance(p, PassCarried)]
+        carried = [
+            state
+            for p in plugins
+            if isinstance(p, CarriesState) and (state := p.carried_state()) is not None
+        ]
         self._with = (scheduler, locked, carried)  # (read whole by a pass)
 
     @property
@@ -540,6 +553,7 @@ def _exit_text(status: int | None) -> str:
 
 __all__ = [
     "FORK_FROM",
+    "CarriesState",
     "ForkLocked",
     "ForkedScheduler",
     "PassCarried",

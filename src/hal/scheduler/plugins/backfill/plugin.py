@@ -120,28 +120,8 @@ class Backfill:
     def fork_lock(self) -> AbstractContextManager[object]:
         return self.planning()
 
-    def fork_began(self) -> object:
-        if isinstance(self.predictor, SharedPredictor):
-            return self.predictor.fork_began()
-        return None
-
-    def fork_ended(self, token: object) -> None:
-        if isinstance(self.predictor, SharedPredictor):
-            self.predictor.fork_ended(token)  # type: ignore[arg-type]
-
-    def pass_mark(self) -> object:
-        if isinstance(self.predictor, SharedPredictor):
-            return self.predictor.pass_mark()
-        return None
-
-    def pass_changes(self, mark: object) -> object:
-        if isinstance(self.predictor, SharedPredictor):
-            return self.predictor.pass_changes(mark)  # type: ignore[arg-type]
-        return None
-
-    def adopt(self, changes: object, token: object) -> None:
-        if isinstance(self.predictor, SharedPredictor):
-            self.predictor.adopt(changes, token)  # type: ignore[arg-type]
+    def carried_state(self) -> SharedPredictor | None:
+        return self.predictor if isinstance(self.predictor, SharedPredictor) else None
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         if self._batch is not None:
