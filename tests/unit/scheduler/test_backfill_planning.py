@@ -10,15 +10,16 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from blocked_head import blocked_head
+
 from hal.core.job import Job
 from hal.predict import SharedPredictor
 from hal.predict.registry import planning_predictor
 from hal.scheduler.framework.profile import Profile
 from hal.scheduler.framework.scheduler import Scheduler
-from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins import backfill, build_scheduler, default_profile, default_registry
 from hal.scheduler.plugins.backfill.plugin import Backfill
-from hal.testing import cluster, make_job
+from hal.testing import make_job
 
 
 def _held_elsewhere(lock: Any) -> bool:
@@ -68,7 +69,7 @@ def test_a_pass_plans_every_run_time_with_the_predictor_held() -> None:
     plugin.__class__ = _Watching
     watching: Any = plugin
     watching.seen = []
-    result = scheduler.run_pass(_snap())
+    result = scheduler.run_pass(blocked_head())
     assert result.backfill is not None
     assert watching.seen and all(watching.seen)
     assert not _held_elsewhere(shared.lock)  # let go after the stage
@@ -103,19 +104,6 @@ class _NoPlanning:
         return self.inner.fixed_runtimes(jobs)
 
 
-def _snap() -> ClusterSnapshot:
-    return (
-        cluster(1000.0)
-        .uniform_nodes(4, cpus=1)
-        .running(
-            make_job(1).limit(100).running_on("n0001", start=990),
-            make_job(2).limit(100).running_on("n0002", start=990),
-        )
-        .pending(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
-        .build()
-    )
-
-
 def test_a_backfill_plugin_without_planning_is_still_one() -> None:
     """``planning`` is optional (``BackfillPlanning``): a plugin without it stays the
     profile's backfill plugin, its stage held around nothing, timed or not."""
@@ -128,7 +116,7 @@ def test_a_backfill_plugin_without_planning_is_still_one() -> None:
     assert profile.backfill is plugin
     bare = Scheduler(dataclasses.replace(sched.profile, backfill=plugin))
     for timed in (False, True):
-        result = bare.run_pass(_snap(), time_plugins=timed)
+        result = bare.run_pass(blocked_head(), time_plugins=timed)
         assert result.backfill is not None and result.backfill.lock_s >= 0
         assert {p.job_id for p in result.plan.placements} == {12}
 
@@ -149,9 +137,9 @@ def test_the_stage_s_wait_for_the_predictor_is_its_lock_s() -> None:
     thread.start()
     taken.wait(5)
     threading.Timer(0.2, let_go.set).start()
-    result = scheduler.run_pass(_snap())
+    result = scheduler.run_pass(blocked_head())
     thread.join()
     assert result.backfill is not None
     assert 0.15 <= result.backfill.lock_s <= result.backfill.duration_s
-    quiet = scheduler.run_pass(_snap())
+    quiet = scheduler.run_pass(blocked_head())
     assert quiet.backfill is not None and quiet.backfill.lock_s < 0.05

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from blocked_head import blocked_head
 
 from hal.bench.sched_pass import build_workload
 from hal.core.states import JobState
@@ -29,7 +30,7 @@ from hal.scheduler.forked import ForkedScheduler, PassProcessFailed
 from hal.scheduler.framework.scheduler import PassResult, Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
-from hal.testing import cluster, make_job
+from hal.testing import make_job
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 
@@ -112,7 +113,7 @@ def test_a_pass_with_the_backfill_stage_due_stops_the_last_forecast() -> None:
 
 def test_a_small_pass_is_decided_on_the_thread() -> None:
     forked = ForkedScheduler(build_scheduler(), fork_from=10)
-    small = forked.run_pass(_snap())
+    small = forked.run_pass(blocked_head())
     assert small.process is None and small.statuses  # (here: every verdict)
     big = build_workload(200, 20, seed=1).snapshot()
     assert forked.run_pass(big).process is not None
@@ -144,19 +145,6 @@ def _reaped() -> Iterator[None]:
             pass
 
 
-def _snap() -> ClusterSnapshot:
-    return (
-        cluster(1000.0)
-        .uniform_nodes(4, cpus=1)
-        .running(
-            make_job(1).limit(100).running_on("n0001", start=990),
-            make_job(2).limit(100).running_on("n0002", start=990),
-        )
-        .pending(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
-        .build()
-    )
-
-
 def _shared() -> tuple[SharedPredictor, PinnedPredictor]:
     shared = SharedPredictor(planning_predictor("avg2"))
     pinned = shared._pinned
@@ -170,7 +158,7 @@ def test_the_predictions_a_forked_pass_pins_come_back() -> None:
     for fork in (False, True):
         shared, pinned = _shared()
         scheduler = build_scheduler(default_profile(), default_registry(predictor=shared))
-        result = (ForkedScheduler(scheduler) if fork else scheduler).run_pass(_snap())
+        result = (ForkedScheduler(scheduler) if fork else scheduler).run_pass(blocked_head())
         assert result.backfill is not None
         kept.append((pinned._pinned, pinned._pending, pinned._first))
     assert set(kept[1][0]) == {1, 2}  # the running jobs
@@ -241,7 +229,7 @@ def test_the_predictor_held_by_its_trainer_is_waited_for_not_inherited_taken() -
     threading.Timer(0.3, release.set).start()
     began = time.monotonic()
     forked.timeout_s = 20
-    result = forked.run_pass(_snap())
+    result = forked.run_pass(blocked_head())
     thread.join()
     assert time.monotonic() - began >= 0.25  # waited for the trainer
     assert {p.job_id for p in result.plan.placements} == {12}
@@ -281,16 +269,16 @@ def _with(what: str) -> Scheduler:
 def test_a_pass_that_raises_in_its_process_fails_with_its_traceback() -> None:
     forked = ForkedScheduler(_with("raise"))
     with pytest.raises(PassProcessFailed, match="a plugin failed"):
-        forked.run_pass(_snap())
+        forked.run_pass(blocked_head())
     forked.use(build_scheduler())
-    assert forked.run_pass(_snap()).plan.placements  # the next pass goes on
+    assert forked.run_pass(blocked_head()).plan.placements  # the next pass goes on
 
 
 def test_a_pass_past_its_time_is_killed() -> None:
     forked = ForkedScheduler(_with("sleep"), timeout_s=0.5)
     began = time.monotonic()
     with pytest.raises(PassProcessFailed, match=r"ran past 0\.5 s"):
-        forked.run_pass(_snap())
+        forked.run_pass(blocked_head())
     assert time.monotonic() - began < 10
     _no_children()  # killed and reaped
 
@@ -301,7 +289,7 @@ def test_the_pass_s_process_holds_none_of_the_server_s_sockets() -> None:
     left, right = socket.socketpair()
     try:
         forked = ForkedScheduler(_with("sockets"))
-        assert forked.run_pass(_snap()).plan.placements
+        assert forked.run_pass(blocked_head()).plan.placements
     finally:
         left.close()
         right.close()
@@ -318,7 +306,7 @@ def test_a_server_with_a_thousand_sockets_open_still_hears_its_pass() -> None:
     try:
         while not held or held[-1] < 1100:
             held.append(os.dup(0))
-        result = ForkedScheduler(build_scheduler()).run_pass(_snap())
+        result = ForkedScheduler(build_scheduler()).run_pass(blocked_head())
         assert {p.job_id for p in result.plan.placements} == {12}
     finally:
         for fd in held:
@@ -416,7 +404,7 @@ def test_a_pass_that_cannot_be_forked_is_decided_on_the_thread(
     before = len(os.listdir("/proc/self/fd"))
     monkeypatch.setattr(os, "fork", no_fork)
     with caplog.at_level(logging.WARNING, logger="hal.scheduler.forked"):
-        result = forked.run_pass(_snap())
+        result = forked.run_pass(blocked_head())
     assert result.process is None and {p.job_id for p in result.plan.placements} == {12}
     assert "could not be forked" in caplog.text
     assert len(os.listdir("/proc/self/fd")) == before  # (the pipe closed)

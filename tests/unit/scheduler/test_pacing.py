@@ -8,6 +8,7 @@ import asyncio
 import time
 
 import pytest
+from blocked_head import blocked_head
 
 from hal.core.errors import Unavailable
 from hal.core.states import PendingReason
@@ -18,33 +19,19 @@ from hal.scheduler.service import PacedScheduler, PassBounds, SchedulerService
 from hal.testing import cluster, make_job, placed_nodes
 
 
-def _snap(now: float) -> ClusterSnapshot:
-    """Two of four nodes busy until 1090; a 4-node head blocks, a 50 s job fits now."""
-    return (
-        cluster(now)
-        .uniform_nodes(4, cpus=1)
-        .running(
-            make_job(1).limit(100).running_on("n0001", start=990),
-            make_job(2).limit(100).running_on("n0002", start=990),
-        )
-        .pending(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
-        .build()
-    )
-
-
 def test_backfill_runs_once_per_interval(sched: Scheduler) -> None:
     """bf_interval is 30 s in the default profile: the pass at 1000 backfills job 12,
     the one at 1010 does not (the main pass alone), the one at 1030 does again."""
     paced = PacedScheduler(sched)
-    assert set(placed_nodes(paced.schedule(_snap(1000.0)))) == {12}
-    assert placed_nodes(paced.schedule(_snap(1010.0))) == {}
-    assert set(placed_nodes(paced.schedule(_snap(1030.0)))) == {12}
+    assert set(placed_nodes(paced.schedule(blocked_head(1000.0)))) == {12}
+    assert placed_nodes(paced.schedule(blocked_head(1010.0))) == {}
+    assert set(placed_nodes(paced.schedule(blocked_head(1030.0)))) == {12}
 
 
 def test_a_clock_stepped_back_does_not_postpone_backfill(sched: Scheduler) -> None:
     paced = PacedScheduler(sched)
-    paced.schedule(_snap(5000.0))
-    assert set(placed_nodes(paced.schedule(_snap(1000.0)))) == {12}
+    paced.schedule(blocked_head(5000.0))
+    assert set(placed_nodes(paced.schedule(blocked_head(1000.0)))) == {12}
 
 
 def test_interval_zero_backfills_every_pass_and_no_plugin_never() -> None:
@@ -52,15 +39,15 @@ def test_interval_zero_backfills_every_pass_and_no_plugin_never() -> None:
     config["plugin_args"] = {"noderesources": {"score": "best_fit"}, "backfill": {"interval_s": 0}}
     paced = PacedScheduler(build_scheduler(config))
     for _ in range(3):
-        assert set(placed_nodes(paced.schedule(_snap(1000.0)))) == {12}
+        assert set(placed_nodes(paced.schedule(blocked_head(1000.0)))) == {12}
     plain = PacedScheduler(build_scheduler(default_profile(backfill=False)))
     assert not plain.backfill_due(1000.0)
-    assert placed_nodes(plain.schedule(_snap(1000.0))) == {}
+    assert placed_nodes(plain.schedule(blocked_head(1000.0))) == {}
 
 
 def test_a_timed_pass_decides_the_same_and_reports_each_plugin(sched: Scheduler) -> None:
-    plain = sched.run_pass(_snap(1000.0))
-    timed = sched.run_pass(_snap(1000.0), time_plugins=True)
+    plain = sched.run_pass(blocked_head(1000.0))
+    timed = sched.run_pass(blocked_head(1000.0), time_plugins=True)
     assert plain.plugin_seconds is None
     assert timed.plan == plain.plan
     assert timed.statuses == plain.statuses
@@ -78,19 +65,19 @@ def test_a_timed_pass_decides_the_same_and_reports_each_plugin(sched: Scheduler)
     assert all(s >= 0 for s in seconds.values())
     assert sum(seconds.values()) > 0
     # the scheduler's own profile is left untimed: the next pass reports nothing
-    assert sched.run_pass(_snap(1000.0)).plugin_seconds is None
+    assert sched.run_pass(blocked_head(1000.0)).plugin_seconds is None
 
 
 def test_paced_scheduler_times_one_pass_per_interval(sched: Scheduler) -> None:
     """Not a pass that backfills (1000, 1030: the heaviest): the next one is."""
     paced = PacedScheduler(sched, time_plugins_every_s=10.0)
     at = (1000, 1001, 1005, 1011, 1030, 1031)
-    timed = [paced.run_pass(_snap(t)).plugin_seconds is not None for t in at]
+    timed = [paced.run_pass(blocked_head(t)).plugin_seconds is not None for t in at]
     assert timed == [False, True, False, True, False, True]
     never = PacedScheduler(sched)
-    assert never.run_pass(_snap(1000.0)).plugin_seconds is None
+    assert never.run_pass(blocked_head(1000.0)).plugin_seconds is None
     every = PacedScheduler(sched, time_plugins_every_s=0.0)
-    assert all(every.run_pass(_snap(1000.0)).plugin_seconds for _ in range(2))
+    assert all(every.run_pass(blocked_head(1000.0)).plugin_seconds for _ in range(2))
 
 
 def test_timing_is_put_off_once_when_every_pass_backfills(sched: Scheduler) -> None:
@@ -101,11 +88,11 @@ def test_timing_is_put_off_once_when_every_pass_backfills(sched: Scheduler) -> N
     config["plugin_args"] = {"noderesources": {"score": "best_fit"}, "backfill": {"interval_s": 0}}
     paced = PacedScheduler(build_scheduler(config), time_plugins_every_s=10.0)
     at = (1000, 1001, 1002, 1011, 1012)
-    results = [paced.run_pass(_snap(t)) for t in at]
+    results = [paced.run_pass(blocked_head(t)) for t in at]
     assert all(r.backfill is not None for r in results)
     assert [r.plugin_seconds is not None for r in results] == [False, True, False, False, True]
     quiet = PacedScheduler(sched, time_plugins_every_s=10.0)  # bf_interval 30 s
-    timed = [quiet.run_pass(_snap(t)).plugin_seconds is not None for t in (1000, 1040, 1080)]
+    timed = [quiet.run_pass(blocked_head(t)).plugin_seconds is not None for t in (1000, 1040, 1080)]
     assert timed == [False, True, False]
 
 
@@ -136,10 +123,10 @@ def test_a_timed_pass_keeps_the_running_jobs_ledger() -> None:
     sched = build_scheduler()
     ledger = sched.framework.releases
     assert len(ledger) == 0
-    timed = sched.run_pass(_snap(1000.0), time_plugins=True)
+    timed = sched.run_pass(blocked_head(1000.0), time_plugins=True)
     assert timed.plugin_seconds is not None and timed.backfill is not None
     assert len(ledger) == 2  # jobs 1 and 2, written by the timed pass, kept for the next
-    plain = build_scheduler().run_pass(_snap(1000.0))
+    plain = build_scheduler().run_pass(blocked_head(1000.0))
     assert timed.plan == plain.plan
 
 
@@ -154,7 +141,7 @@ class _Host:
         return True
 
     def snapshot(self) -> ClusterSnapshot:
-        return _snap(1000.0)
+        return blocked_head(1000.0)
 
     async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
         return snap
