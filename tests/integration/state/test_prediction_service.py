@@ -457,14 +457,11 @@ def test_an_outlived_learned_prediction_is_re_predicted_from_what_the_job_has_ru
     run_service(tmp_path, PinnedPredictor(learned, correction="model"), scenario)  # type: ignore[arg-type]
 
 
-def test_a_model_is_written_with_the_predictor_let_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The saved model is made under the predictor's lock and written after letting go
-    of it: a pass's backfill stage (which holds it) does not wait for the disk."""
-    pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
-    from hal.predict.learned import write_model
-
+def _trained_service(
+    tmp_path: Path,
+) -> tuple[LearnedPredictor, SharedPredictor, Path, PredictionService]:
+    """A learned model trained on 300 ends, the predictor sharing it, the file it is
+    saved to and the service that saves it there."""
     trained = LearnedPredictor(min_train=200, retrain_every=200)
     for i in range(300):
         spec = JobSpec(user=f"u{i % 7}", script="", name="x", account="other")
@@ -473,7 +470,18 @@ def test_a_model_is_written_with_the_predictor_let_go(
     model = tmp_path / "predict" / "learned.json"
     cluster = Cluster(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"), HalConfig(),
                       VirtualClock(1000.0))  # fmt: skip
-    service = PredictionService(cluster, shared, model_path=model)
+    return trained, shared, model, PredictionService(cluster, shared, model_path=model)
+
+
+def test_a_model_is_written_with_the_predictor_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The saved model is made under the predictor's lock and written after letting go
+    of it: a pass's backfill stage (which holds it) does not wait for the disk."""
+    pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
+    from hal.predict.learned import write_model
+
+    trained, shared, model, service = _trained_service(tmp_path)
     held: list[bool] = []
 
     def probe() -> None:
@@ -503,15 +511,7 @@ def test_a_model_retrained_live_is_written_with_the_predictor_let_go(
     pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
     from hal.predict.learned import write_model
 
-    trained = LearnedPredictor(min_train=200, retrain_every=200)
-    for i in range(300):
-        spec = JobSpec(user=f"u{i % 7}", script="", name="x", account="other")
-        trained.observe(Job(id=i, spec=spec, time_limit_s=3600, state=JobState.COMPLETED), 60.0 + i)
-    shared = SharedPredictor(trained)
-    model = tmp_path / "predict" / "learned.json"
-    cluster = Cluster(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"), HalConfig(),
-                      VirtualClock(1000.0))  # fmt: skip
-    service = PredictionService(cluster, shared, model_path=model)
+    trained, shared, model, service = _trained_service(tmp_path)
     held: list[bool] = []
 
     def watched(path: Path, text: str) -> None:
