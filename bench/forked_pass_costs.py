@@ -10,8 +10,9 @@ made afresh (``ledger-cold``: a server whose passes are all forked never warms i
 own), with the plugins made afresh (``plugins-cold``), and with the whole scheduler made
 afresh (``all-cold``). Last, the server's way, a ``ForkedScheduler`` over a scheduler
 made afresh: its first pass (``forked-first``, cold) and the next (``forked-next``, with
-the running jobs' rows the first wrote carried back to the parent), each with its
-``fork`` and its reading back. CPU seconds of the pass alone, in the process that ran
+what the first carried back to the parent: the running jobs' rows, the PreFilter calls
+kept for the waiting jobs, backfill's fixed run times), each with its ``fork`` and its
+reading back. CPU seconds of the pass alone, in the process that ran
 it::
 
     python bench/forked_pass_costs.py [--nodes N] [--jobs P]
@@ -81,7 +82,7 @@ def main() -> None:
     for label, prepare in cases.items():
         report[label] = _in_child(scheduler, snap, prepare)
     # the server's way: a ForkedScheduler of a scheduler made afresh, its first pass
-    # cold, the next with the running jobs' rows the first wrote carried back
+    # cold, the next with what the first carried back
     forked = ForkedScheduler(made())
     for label in ("forked-first", "forked-next"):
         result = forked.run_pass(snap)
