@@ -11,15 +11,15 @@ waiting jobs (``Scheduler.forecast``) slice by slice, and exits.
 
 What a pass changes that outlives it travels back too: a plugin names such state
 (``CarriesState``: the backfill plugin its predictor, which pins each running job's
-prediction, or with the user predictor the run times it worked out), and that state
-(``PassCarried``) marks itself in the child before the pass and sends its changes with
-the result, which the parent adopts. So do the running jobs' rows the pass wrote to the
-framework's ledger (``ReleaseLedger.pass_changes``, by job id: written again, they cost
-a pass at 77,000 running jobs twice its CPU), and the PreFilter calls the pass kept for
-the jobs waiting behind a blocked queue (``Framework.own_changes``: asked again of
-100,000 waiting jobs, about a fifth of a forked pass). The dissonance plugin's caches
-(its rows and keys) do not travel: each child starts from the parent's, which are as
-the server started.
+prediction), and that state (``PassCarried``) marks itself in the child before the
+pass and sends its changes with the result, which the parent adopts. So do the running
+jobs' rows the pass wrote to the framework's ledger (``ReleaseLedger.pass_changes``, by
+job id: written again, they cost a pass at 77,000 running jobs twice its CPU), and the
+PreFilter calls the pass kept for the jobs waiting behind a blocked queue
+(``Framework.own_changes``: asked again of 100,000 waiting jobs, a sixth of a forked
+pass). The caches plugins keep from pass to pass (the dissonance plugin's rows and keys,
+backfill's fixed run times) do not travel: each child starts from the parent's, which
+are as the server started.
 
 A lock that threads other than the pass's take (``ForkLocked``: the predictor's, which
 its trainer holds while it learns; the dissonance plugin's, which a what-if pass takes)

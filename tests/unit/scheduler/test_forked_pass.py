@@ -30,7 +30,6 @@ from hal.scheduler.forked import ForkedScheduler, PassProcessFailed
 from hal.scheduler.framework.scheduler import PassResult, Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
-from hal.scheduler.plugins.backfill.plugin import Backfill, FixedRuntimes
 from hal.testing import make_job
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
@@ -489,55 +488,3 @@ def test_prefilter_calls_are_taken_back_only_for_the_pass_s_own_jobs() -> None:
     fresh = build_scheduler()
     fresh.framework.adopt_own(changes, snap.pending)
     assert _kept(fresh) == _kept(child)
-
-
-def _fixed(scheduler: Scheduler) -> dict[int, tuple[int, float]]:
-    backfill = scheduler.profile.backfill
-    assert isinstance(backfill, Backfill) and backfill._fixed is not None
-    return backfill._fixed
-
-
-def test_the_fixed_run_times_a_forked_pass_worked_out_come_back() -> None:
-    """With the user predictor, the running jobs' run times the pass worked out are
-    those the same pass on the thread keeps, and the next child works out none of those
-    it was handed (they come back as they went)."""
-    snap = build_workload(3_000, 300, seed=2).snapshot()
-    forked = ForkedScheduler(build_scheduler())
-    here = build_scheduler()
-    assert any(isinstance(state, FixedRuntimes) for state in forked._with[2])
-    before: dict[int, tuple[int, float]] = {}
-    for _ in range(3):
-        there = forked.run_pass(snap)
-        alone = here.run_pass(snap)
-        forked.close()
-        assert _decisions(_unforecast(there)) == _decisions(_unforecast(alone))
-        kept = _fixed(forked.scheduler)
-        assert kept == _fixed(here)
-        assert len(kept) >= len(snap.running) > 0
-        if before:
-            assert all(kept[jid] is before[jid] for jid in before if jid in kept)
-            assert sum(jid in kept for jid in before) > len(before) // 2
-        before = dict(kept)
-        snap = _next(snap, alone.plan, ended=25)
-
-
-def test_a_fixed_run_time_changed_here_since_the_fork_is_not_taken_back() -> None:
-    """The child's run time for a job whose entry the parent changed meanwhile (its
-    time limit changed, worked out again here) is left out; the others are taken in."""
-    child, parent = Backfill(None), Backfill(None)
-    carried, here = child.carried_state(), parent.carried_state()
-    assert isinstance(carried, FixedRuntimes) and isinstance(here, FixedRuntimes)
-    first = make_job(1).limit(100).running_on("n0001", start=990).build()
-    second = make_job(2).limit(200).running_on("n0001", start=990).build()
-    for backfill in (parent, child):  # (as the fork found it: job 1's)
-        backfill.runtime(first)
-    here.fork_began()  # (the parent: nothing to note, a token of None)
-    mark = carried.pass_mark()
-    child.runtime(first.evolve(time_limit_s=300))  # (the child: job 1 longer, job 2)
-    child.runtime(second)
-    changes = carried.pass_changes(mark)
-    assert set(changes) == {1, 2}
-    parent.runtime(first.evolve(time_limit_s=50))  # (the parent, meanwhile: shorter)
-    here.adopt(changes, None)
-    here.fork_ended(None)
-    assert parent._fixed == {1: (50, 50.0), 2: (200, 200.0)}

@@ -115,16 +115,13 @@ class Backfill:
 
     # -- a pass decided in a forked process (``hal.scheduler.forked``): the shared
     # predictor's lock is held across the fork (its trainer may hold it), and the
-    # running jobs' predictions a pass pins travel back to the server's predictor (with
-    # the user predictor, the run times it worked out: ``FixedRuntimes``)
+    # running jobs' predictions a pass pins travel back to the server's predictor
 
     def fork_lock(self) -> AbstractContextManager[object]:
         return self.planning()
 
-    def carried_state(self) -> SharedPredictor | FixedRuntimes | None:
-        if isinstance(self.predictor, SharedPredictor):
-            return self.predictor
-        return FixedRuntimes(self) if self._fixed is not None else None
+    def carried_state(self) -> SharedPredictor | None:
+        return self.predictor if isinstance(self.predictor, SharedPredictor) else None
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         if self._batch is not None:
@@ -157,59 +154,6 @@ class Backfill:
             return None
         assert isinstance(self.predictor, UserPredictor)  # (what ``_fixed`` is kept for)
         return self.predictor.planned_all(jobs)
-
-
-# job id → (the fixed run time a pass found, the one it left; None: none): what a forked
-# pass changed of ``Backfill._fixed`` (``FixedRuntimes.pass_changes``)
-FixedChanges = dict[int, tuple[tuple[int, float] | None, tuple[int, float]]]
-
-
-class FixedRuntimes:
-    """The user predictor's fixed run times (``Backfill._fixed``) as the state a pass
-    decided in a forked process carries back (``hal.scheduler.forked.PassCarried``):
-    each child asked them of every running job again (77,000 at 10,000 nodes), as the
-    server started. Each travels with what the child found for the job, and is taken in
-    only where the parent still holds that (a pass here since the fork wins)."""
-
-    def __init__(self, plugin: Backfill) -> None:
-        self._plugin = plugin
-
-    def _kept(self) -> dict[int, tuple[int, float]]:
-        fixed = self._plugin._fixed
-        assert fixed is not None  # (carried only for the plugin that keeps them)
-        return fixed
-
-    def fork_began(self) -> None:
-        return None  # (nothing is forgotten but a whole generation: see ``adopt``)
-
-    def fork_ended(self, token: None) -> None:
-        return None
-
-    def pass_mark(self) -> dict[int, tuple[int, float]]:
-        """What is kept, before a pass or its forecast (the child)."""
-        return dict(self._kept())
-
-    def pass_changes(self, mark: dict[int, tuple[int, float]]) -> FixedChanges:
-        """What the pass left that it did not find (the child): the jobs it worked out,
-        or moved up from the generation before."""
-        return {
-            jid: (mark.get(jid), value)
-            for jid, value in self._kept().items()
-            if mark.get(jid) is not value
-        }
-
-    def adopt(self, changes: FixedChanges, token: None) -> None:
-        """A forked pass's changes (the parent): each where this plugin still holds what
-        the child found for the job, in the generations ``runtime`` keeps."""
-        plugin = self._plugin
-        fixed = self._kept()
-        for jid, (found, value) in changes.items():
-            if fixed.get(jid) != found:
-                continue
-            if len(fixed) >= _FIXED_KEPT:
-                plugin._fixed_before, fixed = fixed, {}
-                plugin._fixed = fixed
-            fixed[jid] = value
 
 
 def _number(args: PluginArgs, key: str, default: float, *, integer: bool = False) -> float:
