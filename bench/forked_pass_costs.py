@@ -10,10 +10,9 @@ made afresh (``ledger-cold``: a server whose passes are all forked never warms i
 own), with the plugins made afresh (``plugins-cold``), and with the whole scheduler made
 afresh (``all-cold``). Last, the server's way, a ``ForkedScheduler`` over a scheduler
 made afresh: its first pass (``forked-first``, cold) and the next (``forked-next``, with
-what the first carried back to the parent: the running jobs' rows, the PreFilter calls
-kept for the waiting jobs, backfill's fixed run times), each with its ``fork`` and its
-reading back. CPU seconds of the pass alone, in the process that ran
-it::
+what the first carried back to the parent: the running jobs' rows and the PreFilter
+calls kept for the waiting jobs), each with its ``fork`` and its reading back. CPU
+seconds of the pass alone, in the process that ran it::
 
     python bench/forked_pass_costs.py [--nodes N] [--jobs P]
 
