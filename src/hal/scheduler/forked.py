@@ -16,8 +16,8 @@ pass and sends its changes with the result, which the parent adopts. So do the r
 jobs' rows the pass wrote to the framework's ledger (``ReleaseLedger.pass_changes``, by
 job id: written again, they cost a pass at 77,000 running jobs twice its CPU), and the
 PreFilter calls the pass kept for the jobs waiting behind a blocked queue
-(``Framework.own_changes``: asked again of 100,000 waiting jobs, they cost a tenth of
-a forked pass). The caches plugins keep from pass to pass (the dissonance plugin's rows
+(``Framework.own_changes``: asked again of 100,000 waiting jobs, they cost a tenth to a
+fifth of a forked pass). The caches plugins keep from pass to pass (the dissonance plugin's rows
 and keys, backfill's fixed run times: 0.05 s of a pass at 77,000 running jobs) do not
 travel: each child starts from the parent's, which are as the server started.
 

@@ -384,7 +384,7 @@ class Framework:
     # -- a pass decided in a forked process (``hal.scheduler.forked``): what
     # ``pre_filter`` kept travels back, so that the next child does not ask every
     # waiting job's ``lets_through`` again (100,000 jobs behind a blocked queue: a tenth
-    # of a forked pass at 10,000 nodes, docs/benchmarks-scale.md)
+    # to a fifth of a forked pass at 10,000 nodes, docs/benchmarks-scale.md)
 
     def own_mark(self) -> OwnMark:
         """What ``pre_filter`` keeps before a pass (the child's)."""
