@@ -10,11 +10,17 @@ made afresh (``ledger-cold``: a server whose passes are all forked never warms i
 own), with the plugins made afresh (``plugins-cold``), and with the whole scheduler made
 afresh (``all-cold``). Last, the server's way, a ``ForkedScheduler`` over a scheduler
 made afresh: its first pass (``forked-first``, cold) and the next (``forked-next``, with
-the running jobs' rows the first wrote carried back to the parent), each with its
-``fork`` and its reading back. CPU seconds of the pass alone, in the process that ran
-it::
+what the first carried back to the parent: the running jobs' rows and the PreFilter
+calls kept for the waiting jobs), each with its ``fork`` and its reading back. CPU
+seconds of the pass alone, in the process that ran it.
 
-    python bench/forked_pass_costs.py [--nodes N] [--jobs P]
+``--rounds R``: then R times in turn, the warm pass on the thread, that
+``ForkedScheduler``'s next pass, and the next pass of one whose PreFilter calls do not
+come back (the running jobs' rows alone, as before they did): each one's CPU seconds,
+their median and least (``alternating``). One run of the script moves with the machine's
+load; passes side by side in one process compare::
+
+    python bench/forked_pass_costs.py [--nodes N] [--jobs P] [--rounds R]
 
 Prints one JSON object.
 """
@@ -25,14 +31,18 @@ import argparse
 import gc
 import json
 import os
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pass_stages  # (bench/, the script's own folder)
+from hal.core.job import Job
 from hal.scheduler.forked import ForkedScheduler
 from hal.scheduler.framework.availability import ReleaseLedger
+from hal.scheduler.framework.runtime import Framework, OwnChanges, OwnMark
 from hal.scheduler.framework.scheduler import Scheduler
+from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.server.control_plane import server_scheduler
 from hal.server.profile import server_profile
 
@@ -41,6 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=0)
     ns = parser.parse_args()
     cluster = pass_stages._cluster(ns.nodes, ns.jobs, True, {})
     config = cluster.config
@@ -81,7 +92,7 @@ def main() -> None:
     for label, prepare in cases.items():
         report[label] = _in_child(scheduler, snap, prepare)
     # the server's way: a ForkedScheduler of a scheduler made afresh, its first pass
-    # cold, the next with the running jobs' rows the first wrote carried back
+    # cold, the next with what the first carried back
     forked = ForkedScheduler(made())
     for label in ("forked-first", "forked-next"):
         result = forked.run_pass(snap)
@@ -90,7 +101,47 @@ def main() -> None:
         report[label] = round(result.process.cpu_s, 3)
         report[f"{label}-fork-s"] = round(result.process.fork_s, 3)
         report[f"{label}-load-s"] = round(result.process.load_s, 3)
+    if ns.rounds:
+        report["alternating"] = _alternating(made, snap, forked, ns.rounds)
     print(json.dumps(report))
+
+
+class _RowsOnly(Framework):
+    """A framework whose PreFilter calls a forked pass keeps do not come back: neither
+    marked nor sent."""
+
+    def own_mark(self) -> OwnMark:
+        return 0, {}
+
+    def own_changes(self, mark: OwnMark, pending: Sequence[Job]) -> OwnChanges | None:
+        return None
+
+
+def _alternating(
+    made: Callable[[], Scheduler], snap: ClusterSnapshot, forked: ForkedScheduler, rounds: int
+) -> dict[str, object]:
+    thread = made()
+    thread.run_pass(snap)
+    plain = made()
+    plain.framework = _RowsOnly(plain.profile, plain.framework.releases)
+    rows_only = ForkedScheduler(plain)
+    rows_only.run_pass(snap)  # (its first, cold)
+    rows_only.close()
+    seconds: dict[str, list[float]] = {"thread": [], "forked": [], "forked-rows-only": []}
+    for _ in range(rounds):
+        began = time.process_time()
+        thread.run_pass(snap)
+        seconds["thread"].append(round(time.process_time() - began, 3))
+        for label, runner in (("forked", forked), ("forked-rows-only", rows_only)):
+            result = runner.run_pass(snap)
+            runner.close()
+            assert result.process is not None
+            seconds[label].append(round(result.process.cpu_s, 3))
+    out: dict[str, object] = dict(seconds)
+    for label, values in seconds.items():
+        out[f"{label}-median"] = round(statistics.median(values), 3)
+        out[f"{label}-least"] = min(values)
+    return out
 
 
 def _in_child(scheduler: Scheduler, snap: object, prepare: Callable[[], None]) -> float:

@@ -408,3 +408,83 @@ def test_a_pass_that_cannot_be_forked_is_decided_on_the_thread(
     assert result.process is None and {p.job_id for p in result.plan.placements} == {12}
     assert "could not be forked" in caplog.text
     assert len(os.listdir("/proc/self/fd")) == before  # (the pipe closed)
+
+
+def _kept(scheduler: Scheduler) -> dict[int, tuple[Any, ...]]:
+    """What ``pre_filter`` keeps, by job id: its inputs (the spec by identity), the names
+    of the PreFilter calls kept and the placement key."""
+    return {
+        jid: ((id(inputs[0]), *inputs[1:]), tuple(name for name, _ in calls), key)
+        for jid, (inputs, calls, key) in scheduler.framework._own.items()
+    }
+
+
+def test_the_prefilter_calls_a_forked_pass_kept_come_back() -> None:
+    """Pass after pass, with jobs starting and ending between them, the parent keeps for
+    the waiting jobs the PreFilter calls the same pass on the thread keeps, with the
+    parent's own calls; the next child asks them of no job it was handed them for (its
+    entries are the parent's, unchanged); the decisions are the same all along."""
+    snap = build_workload(3_000, 300, seed=2).snapshot()
+    forked = ForkedScheduler(build_scheduler())
+    here = build_scheduler()
+    before: dict[int, Any] = {}
+    for step in range(4):
+        there = forked.run_pass(snap, backfill=step % 2 == 0)
+        alone = here.run_pass(snap, backfill=step % 2 == 0)
+        forked.close()
+        assert _decisions(_unforecast(there)) == _decisions(_unforecast(alone))
+        kept = forked.scheduler.framework._own
+        assert _kept(forked.scheduler) == _kept(here)
+        assert len(kept) > 1_000
+        calls = forked.scheduler.framework._pre_filter_calls
+        assert all(call in calls for _, picked, _ in kept.values() for call in picked)
+        if before:  # (the jobs still waiting, handed over as they were: not asked again)
+            same = [jid for jid, entry in before.items() if kept.get(jid) is entry]
+            assert len(same) > len(kept) // 2
+        before = dict(kept)
+        snap = _next(snap, alone.plan, ended=25)
+
+
+def test_the_prefilter_calls_are_not_taken_back_over_a_pass_run_here_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass on the thread between the fork and the child's result (the server's
+    ``auto``) changed what is kept here: the child's changes, made from what the fork
+    found, are not taken in over it."""
+    snap = build_workload(3_000, 300, seed=1).snapshot()
+    other = build_workload(3_000, 300, seed=2).snapshot()
+    forked = ForkedScheduler(build_scheduler())
+    receive = ForkedScheduler._receive
+
+    def pass_here_first(self: ForkedScheduler, child: Any) -> Any:
+        if not child.jobs:  # (the pass's result, not a forecast slice)
+            self.scheduler.run_pass(other)
+        return receive(self, child)
+
+    monkeypatch.setattr(ForkedScheduler, "_receive", pass_here_first)
+    there = forked.run_pass(snap)
+    forked.close()
+    witness, child = build_scheduler(), build_scheduler()
+    witness.run_pass(other)
+    child.run_pass(snap)
+    assert there.process is not None
+    assert _kept(forked.scheduler) == _kept(witness) != _kept(child)
+
+
+def test_prefilter_calls_are_taken_back_only_for_the_pass_s_own_jobs() -> None:
+    """Changes adopted with pending jobs other than the pass's (a job not at the place
+    the child found it) leave that job out instead of keeping another's calls for it."""
+    snap = build_workload(3_000, 300, seed=1).snapshot()
+    child, parent = build_scheduler(), build_scheduler()
+    mark = child.framework.own_mark()
+    child.run_pass(snap)
+    changes = child.framework.own_changes(mark, snap.pending)
+    assert changes is not None and changes.changed
+    moved = (*snap.pending[1:], snap.pending[0])
+    parent.framework.adopt_own(changes, moved)
+    assert not parent.framework._own  # (every job one place off: none kept)
+    parent.framework.adopt_own(changes, snap.pending)
+    assert not parent.framework._own  # (taken in once: its mark is past)
+    fresh = build_scheduler()
+    fresh.framework.adopt_own(changes, snap.pending)
+    assert _kept(fresh) == _kept(child)

@@ -137,6 +137,25 @@ _WaiverInputs = tuple[object, str, bool, int | None, int]
 # A job behind a blocked queue: the PreFilter plugins that may reject it, and its key
 # (``Framework.pre_filter``), kept with the inputs they were worked out from.
 _Own = tuple[_WaiverInputs, PreFilterCalls, PlacementKey]
+# (epoch, the entries) of what ``pre_filter`` keeps, before a forked pass:
+# ``Framework.own_mark``
+OwnMark = tuple[int, dict[int, _Own]]
+
+
+@dataclass(frozen=True, slots=True)
+class OwnChanges:
+    """What a forked pass changed of what ``pre_filter`` keeps (``Framework.own_changes``):
+    on the entries of ``base_epoch``, per job id its place in the pass's pending jobs and
+    the places of the PreFilter calls kept for it in the profile's (``changed``: the
+    child's objects cannot travel, and the parent has the same job and calls at the same
+    places), and the ids ``dropped``; the entries are then of ``epoch``."""
+
+    base_epoch: int
+    epoch: int
+    changed: dict[int, tuple[int, tuple[int, ...]]]
+    dropped: tuple[int, ...]
+
+
 # Allocations this wide or wider have their rows memoised as they are built: looking up
 # thousands of node names again costs more than building the arrays once.
 _REMEMBER_FROM = 16
@@ -172,6 +191,7 @@ class Framework:
         # change meanwhile: they are no input)
         self._own: dict[int, _Own] = {}
         self._own_before: dict[int, _Own] = {}
+        self._own_epoch = 0  # bumped by every pass (``new_pass``): a forked pass's mark
         self._filter_calls: FilterCalls = tuple((p.name, p.filter) for p in profile.filter)
         self._filters_skipping: dict[frozenset[str], FilterCalls] = {}
         self._scorers = tuple(_scorer(p, w) for p, w in profile.score)
@@ -324,6 +344,7 @@ class Framework:
         (a bounded one: ``default_queue_depth``), which lets nothing go and adds what it
         asks to what is kept, so the next full pass finds every job's plugins, not
         those of the hundred jobs the passes between looked at."""
+        self._own_epoch += 1
         if every_job:
             self._own_before, self._own = self._own, {}
         else:
@@ -359,6 +380,72 @@ class Framework:
         except Exception as err:  # a plugin bug fails this job only
             plugin = self._current or "framework"
             return Outcome(error(f"{type(err).__name__}: {err}", plugin), Stage.DONE)
+
+    # -- a pass decided in a forked process (``hal.scheduler.forked``): what
+    # ``pre_filter`` kept travels back, so that the next child does not ask every
+    # waiting job's ``lets_through`` again (100,000 jobs behind a blocked queue: a tenth
+    # to a fifth of a forked pass at 10,000 nodes, docs/benchmarks-scale.md)
+
+    def own_mark(self) -> OwnMark:
+        """What ``pre_filter`` keeps before a pass (the child's)."""
+        return self._own_epoch, dict(self._own)
+
+    def own_changes(self, mark: OwnMark, pending: Sequence[Job]) -> OwnChanges | None:
+        """What the pass changed of it since ``mark``, the jobs by their place in
+        ``pending`` (the pass's snapshot's); None when no pass of this framework ran (a
+        timed pass has a framework of its own)."""
+        epoch, before = mark
+        if self._own_epoch == epoch:
+            return None
+        own = self._own
+        fresh = [(jid, entry) for jid, entry in own.items() if before.get(jid) is not entry]
+        dropped = [jid for jid in before if jid not in own]
+        changed: dict[int, tuple[int, tuple[int, ...]]] = {}
+        if fresh:
+            at = {job.id: i for i, job in enumerate(pending)}
+            place = {id(call): i for i, call in enumerate(self._pre_filter_calls)}
+            # (one tuple per set of calls: pickled once, however many jobs share it)
+            shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
+            for jid, (_, calls, _) in fresh:
+                i = at.get(jid)
+                if i is None:  # (never asked of a job not pending: not carried)
+                    dropped.append(jid)
+                    continue
+                picked = tuple(place[id(call)] for call in calls)
+                changed[jid] = (i, shapes.setdefault(picked, picked))
+        return OwnChanges(epoch, self._own_epoch, changed, tuple(dropped))
+
+    def adopt_own(self, changes: OwnChanges | None, pending: Sequence[Job]) -> None:
+        """A forked pass's ``changes`` (the parent's), its entries made again with the
+        parent's jobs of ``pending`` (the pass's snapshot's, which the child saw) and
+        the parent's calls: what ``pre_filter`` would have kept, had the pass run here.
+        Nothing when a pass ran here since the pass's mark: what is kept here is then
+        as valid as it was."""
+        if changes is None or self._own_epoch != changes.base_epoch:
+            return
+        own = self._own
+        for jid in changes.dropped:
+            own.pop(jid, None)
+        calls = self._pre_filter_calls
+        chosen: dict[tuple[int, ...], PreFilterCalls] = {}
+        for jid, (i, picked) in changes.changed.items():
+            job = pending[i] if i < len(pending) else None
+            if job is None or job.id != jid:  # (not the pass's snapshot: let go)
+                own.pop(jid, None)
+                continue
+            kept = chosen.get(picked)
+            if kept is None:
+                kept = chosen[picked] = tuple(calls[k] for k in picked)
+            # the inputs as ``pre_filter`` makes them
+            inputs = (
+                job.spec,
+                job.partition,
+                job.held_by_admin,
+                job.array_job_id,
+                job.array_max_running,
+            )
+            own[jid] = (inputs, kept, placement_key(job))
+        self._own_epoch = changes.epoch
 
     def _own_calls(self, job: Job, inputs: _WaiverInputs) -> _Own:
         """``job``'s ``_Own``: the PreFilter calls of the plugins that may reject it.
