@@ -345,10 +345,13 @@ class ForkedScheduler:
             if not isinstance(result, PassResult):
                 raise PassProcessFailed(f"the pass's process sent {type(result).__name__}")
             # the running jobs' rows the pass wrote, and the PreFilter calls it kept for
-            # the waiting jobs: the next child starts with them
+            # the waiting jobs: the next child starts with them (counted in ``load_s``:
+            # the interpreter held, as for the unpickling)
+            began = time.perf_counter()
             scheduler.framework.releases.adopt(rows, snapshot.running)
             scheduler.framework.adopt_own(own, snapshot.pending)
             self._adopt(child, changes)
+            load_s += time.perf_counter() - began
         except BaseException:
             self._kill(child)
             raise

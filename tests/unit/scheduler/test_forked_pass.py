@@ -420,24 +420,30 @@ def _kept(scheduler: Scheduler) -> dict[int, tuple[Any, ...]]:
 
 
 def test_the_prefilter_calls_a_forked_pass_kept_come_back() -> None:
-    """Pass after pass, with jobs starting and ending between them, the parent keeps for
-    the waiting jobs the PreFilter calls the same pass on the thread keeps, with the
-    parent's own calls; the next child asks them of no job it was handed them for (its
-    entries are the parent's, unchanged); the decisions are the same all along."""
+    """Pass after pass, with jobs starting and ending between them, full and bounded
+    (``default_queue_depth``'s), the parent keeps for the waiting jobs the PreFilter calls
+    the same pass on the thread keeps, with the parent's own calls; the next child asks
+    them of no job it was handed them for (its entries are the parent's, unchanged); the
+    decisions are the same all along."""
     snap = build_workload(3_000, 300, seed=2).snapshot()
     forked = ForkedScheduler(build_scheduler())
     here = build_scheduler()
     before: dict[int, Any] = {}
-    for step in range(4):
-        there = forked.run_pass(snap, backfill=step % 2 == 0)
-        alone = here.run_pass(snap, backfill=step % 2 == 0)
+    for step in range(5):
+        options: dict[str, Any] = {"backfill": step % 2 == 0}
+        if step == 3:
+            options = {"backfill": False, "depth": 100}
+        there = forked.run_pass(snap, **options)
+        alone = here.run_pass(snap, **options)
         forked.close()
         assert _decisions(_unforecast(there)) == _decisions(_unforecast(alone))
         kept = forked.scheduler.framework._own
         assert _kept(forked.scheduler) == _kept(here)
         assert len(kept) > 1_000
         calls = forked.scheduler.framework._pre_filter_calls
-        assert all(call in calls for _, picked, _ in kept.values() for call in picked)
+        assert all(
+            any(call is c for c in calls) for _, picked, _ in kept.values() for call in picked
+        )
         if before:  # (the jobs still waiting, handed over as they were: not asked again)
             same = [jid for jid, entry in before.items() if kept.get(jid) is entry]
             assert len(same) > len(kept) // 2
@@ -479,11 +485,15 @@ def test_prefilter_calls_are_taken_back_only_for_the_pass_s_own_jobs() -> None:
     mark = child.framework.own_mark()
     child.run_pass(snap)
     changes = child.framework.own_changes(mark, snap.pending)
-    assert changes is not None and changes.changed
+    assert changes is not None and len(changes.changed) > 1_000
+    parent.run_pass(snap)  # (the parent keeps the same jobs' calls already)
+    seeded = len(parent.framework._own)
+    epoch = parent.framework._own_epoch  # (as a child forked from it would send them)
+    onto = dataclasses.replace(changes, base_epoch=epoch, epoch=epoch + 1)
     moved = (*snap.pending[1:], snap.pending[0])
-    parent.framework.adopt_own(changes, moved)
-    assert not parent.framework._own  # (every job one place off: none kept)
-    parent.framework.adopt_own(changes, snap.pending)
+    parent.framework.adopt_own(onto, moved)
+    assert seeded > 1_000 and not parent.framework._own  # (each one place off: let go)
+    parent.framework.adopt_own(onto, snap.pending)
     assert not parent.framework._own  # (taken in once: its mark is past)
     fresh = build_scheduler()
     fresh.framework.adopt_own(changes, snap.pending)

@@ -79,8 +79,8 @@ class ProcessFacts:
     """How a pass decided in a forked process went (``hal.scheduler.forked``), measured:
     the parent's taking of the plugins' fork locks and its ``fork`` call (``fork_s``:
     its page tables copied, the interpreter held), the child's CPU until its result
-    was sent (``cpu_s``), and the parent's unpickling of that result (``load_s``, the
-    interpreter held)."""
+    was sent (``cpu_s``), and the parent's unpickling of that result and taking in of
+    what it carried back (``load_s``, the interpreter held)."""
 
     fork_s: float
     cpu_s: float

@@ -17,7 +17,8 @@ measured on the event loop, from handing the pass to a worker thread to its plan
 * for a pass decided in a process of its own (``forked``: ``[scheduler] pass_process =
   "fork"`` or ``"auto"``, ADR 0031), ``cpu_s`` is that process's, ``fork_s`` the
   thread's taking of the plugins' fork locks and its ``fork`` call, ``load_s`` its
-  reading back of the result (unpickling it, the interpreter held), and ``waited_s``
+  reading back of the result (unpickling it and taking in what it carried back, the
+  interpreter held), and ``waited_s``
   the rest: the child waiting for a core, the thread for the interpreter;
 * ``handback_s``: from the pass's end on its thread to the event loop taking its plan
   back (the loop busy with other work meanwhile);
