@@ -183,13 +183,16 @@ def test_profile_agrees_with_the_naive_timeline(
         same_window_from_now(soon)
 
 
+@pytest.mark.parametrize("together", [False, True])
 @pytest.mark.parametrize("seed", range(40))
 def test_the_release_ledger_gathers_what_the_releases_give(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, together: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Over passes where jobs start, end and start again (another allocation), with
     compaction and a new node list now and then: the rows and release events gathered
-    from the ledger's slots equal those built from the releases, in the same order."""
+    from the ledger's slots equal those built from the releases, in the same order,
+    whether the slots are asked job by job (``slot``) or all at once (``slots``, as for
+    a pass's placements; some on a node that left the cluster)."""
     rng = random.Random(seed)
     if seed % 2:
         monkeypatch.setattr(availability, "_LEDGER_SLACK", 0)  # compact often
@@ -210,18 +213,29 @@ def test_the_release_ledger_gathers_what_the_releases_give(
                 jid = rng.choice(list(running))
             else:
                 jid, next_id = next_id, next_id + 1
-            running[jid] = (allocation(rng, names, 3), rng.random() < 0.2, rng.uniform(-20, 400))
+            alloc = allocation(rng, names, 3)
+            if together and rng.random() < 0.1:
+                alloc = Allocation(("gone",), (ResourceVector(1, GiB),))
+            running[jid] = (alloc, rng.random() < 0.2, rng.uniform(-20, 400))
         resolution = rng.choice((1.0, 7.0, 60.0, 0.0))
         horizon = rng.choice((math.inf, NOW + 300.0))
         releases = []
         ends, firsts, counts, exclusive = [], [], [], []
+        placed = []
         for jid, (alloc, excl, after) in running.items():
             releases.append((NOW + after, table.rows_of(alloc), excl))
-            first, count = ledger.slot(table, jid, alloc)
+            if together:
+                job = Job(id=jid, spec=JobSpec(user="u", script=""), partition="p", submit_time=0)
+                placed.append((job, alloc))
+            else:
+                first, count = ledger.slot(table, jid, alloc)
+                firsts.append(first)
+                counts.append(count)
             ends.append(NOW + after)
-            firsts.append(first)
-            counts.append(count)
             exclusive.append(excl)
+        if together:
+            firsts, counts = ledger.slots(table, placed)
+            assert counts == [len(table.rows_of(a).rows) for _, a in placed]
         times, events = ledger.gather(NOW, ends, firsts, counts, exclusive, resolution, horizon)
         ledger.keep_only(set(running))
         assert len(ledger) == len(running)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -47,7 +47,11 @@ from hal.core.job import Allocation, Job
 from hal.core.preemption import holding
 from hal.scheduler.framework.node_table import AllocationRows, BoolArray, IntArray, NodeTable
 from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.framework.start_bound import Planned, StartBound
+from hal.scheduler.framework.start_bound import (  # (StartRowsMemo: named here as before)
+    Planned,
+    StartBound,
+    StartRowsMemo,
+)
 
 # ``start_rows`` materialises rows × nodes with events up to this many cells, else it
 # works per stretch of rows (``_block``). Measured on profiles captured from simulations
@@ -136,6 +140,17 @@ class _Events:
         delta[at, 4] = -1 if exclusive else 0
         self.size = end
 
+    def add_one(self, time: float, ar: AllocationRows, exclusive: bool) -> None:
+        """``add_columns`` for an allocation of one node."""
+        at = self.size
+        if at >= len(self.time):
+            self.add(time, ar.rows, _deltas(ar, exclusive, 1))
+            return
+        self.time[at] = time
+        self.node[at] = ar.rows[0]
+        self.delta[at] = (ar.cpus[0], ar.memory[0], ar.gpus[0], -1, -1 if exclusive else 0)
+        self.size = at + 1
+
     def view(self) -> tuple[npt.NDArray[np.float64], Rows, Matrix]:
         n = self.size
         return self.time[:n], self.node[:n], self.delta[:n]
@@ -163,6 +178,7 @@ def _positions(sorted_nodes: Rows, nodes: Rows) -> tuple[Rows, BoolArray]:
 class AvailabilityProfile:
     __slots__ = (
         "_base",
+        "_below",
         "_dip_instants",
         "_dip_node",
         "_dip_rel",
@@ -230,6 +246,7 @@ class AvailabilityProfile:
         # how far below ``_base`` the window goes there; per (key, that number), that
         # for the key's CPUs in all.
         self._lows: dict[int, tuple[Rows, Matrix]] = {}
+        self._below: dict[int, Matrix] = {}  # the same over every node (``_below_from_now``)
         self._low_cpus: dict[tuple[str, int], int] = {}
         # key → [partition mask, CPUs free now on it], kept up to date by ``reserve``
         self._totals: dict[str, tuple[BoolArray, list[int]]] = {}
@@ -276,12 +293,8 @@ class AvailabilityProfile:
             window = self._windows.get(covered)
             if window is not None:
                 return window
-            nodes, low = self._low_from_now(until)
-            if not len(nodes):
-                agg = self._base
-            else:
-                agg = self._base.copy()
-                agg[:, nodes] += low
+            below = self._below_from_now(covered, until)
+            agg = self._base if below is None else self._base + below
             window = self._windows[covered] = self.table.with_free(*agg)
             return window
         agg = self._level(first)
@@ -346,6 +359,22 @@ class AvailabilityProfile:
             low[_LOW:] = np.maximum(np.maximum.reduceat(rel[:, _LOW:], heads), 0).T
             found = (nodes[heads], low)
         self._lows[covered] = found
+        return found
+
+    def _below_from_now(self, covered: int, until: float) -> Matrix | None:
+        """``_low_from_now(until)`` (which covers the first ``covered`` dip instants)
+        spread over every node: zero where no dip is, None when nothing is below
+        ``_base``. Kept until the dips change, while a start now changes only
+        ``_base``: each start's new window from now is then one addition over the
+        arrays, not a gather and scatter at every dipped node."""
+        found = self._below.get(covered)
+        if found is None:
+            nodes, low = self._low_from_now(until)
+            if not len(nodes):
+                return None
+            found = np.zeros_like(self._base)
+            found[:, nodes] = low
+            self._below[covered] = found
         return found
 
     def free_cpus_from_now(self, end: float, partition_mask: BoolArray, key: str) -> int:
@@ -640,7 +669,13 @@ class AvailabilityProfile:
             self._take_now(rows, exclusive)
             if forever:
                 return
-            if len(nodes) == 1 or bool((nodes[1:] > nodes[:-1]).all()):
+            if len(nodes) == 1:
+                # one node (most jobs started now): scalar reads and writes
+                if self._dipped[nodes[0]]:
+                    self._shift_dips(end, nodes, _deltas(rows, exclusive, 1))
+                self._events.add_one(end, rows, exclusive)
+                return
+            if bool((nodes[1:] > nodes[:-1]).all()):
                 # the common case, sorted rows: no delta matrix unless a dip needs it
                 if self._dipped[nodes].any():
                     self._shift_dips(end, nodes, _deltas(rows, exclusive, 1))
@@ -697,6 +732,7 @@ class AvailabilityProfile:
             if self.now < t < self.horizon:
                 self._add_time(t)
                 self._lows.clear()
+                self._below.clear()
                 self._low_cpus.clear()
                 self._windows.clear()
 
@@ -725,6 +761,7 @@ class AvailabilityProfile:
         self._shift_dips(start, nodes, taken)
         self._events.add(start, nodes, taken)
         self._lows.clear()
+        self._below.clear()
         self._low_cpus.clear()
         self._windows.clear()
         if self._dips_distinct and self._dipped[nodes].any():
@@ -752,65 +789,9 @@ class AvailabilityProfile:
         if hit.any():
             self._dip_rel[later[hit]] += delta[pos[hit]]
             self._lows.clear()
+            self._below.clear()
             self._low_cpus.clear()
             self._windows.clear()
-
-
-class StartRowsMemo:
-    """The last ``start_rows`` answer of a profile without dips, with everything it was
-    computed from (the free arrays now, the events, the rows, the request, the nodes and
-    the duration): a profile equal in all of these gets the same rows without the work.
-    Kept from one pass to the next: EASY's head asks the same question again after a
-    pass that started nothing when only arrivals happened since. The node list is
-    compared by identity (tables built on the same one share their memory caps)."""
-
-    __slots__ = ("_arrays", "_key", "_names", "_rows")
-
-    def __init__(self) -> None:
-        self._names: tuple[str, ...] | None = None
-        self._key: tuple[object, ...] | None = None
-        self._arrays: tuple[np.ndarray[Any, Any], ...] = ()
-        self._rows: list[int] = []
-
-    @staticmethod
-    def _parts(
-        profile: AvailabilityProfile, request: NodeRequest, duration: float
-    ) -> tuple[tuple[object, ...], tuple[np.ndarray[Any, Any], ...]]:
-        # not ``times[0]`` (now): without dips, whether a node fits from a row on does
-        # not depend on where the first row starts
-        return (request, duration, tuple(profile.times[1:])), (
-            profile._base,
-            *profile._events.view(),
-        )
-
-    def get(
-        self, profile: AvailabilityProfile, request: NodeRequest, mask: BoolArray, duration: float
-    ) -> list[int] | None:
-        key, arrays = self._parts(profile, request, duration)
-        if profile.table.names is not self._names or key != self._key:
-            return None
-        if not np.array_equal(mask, self._arrays[0]):
-            return None
-        if not all(np.array_equal(a, b) for a, b in zip(arrays, self._arrays[1:], strict=True)):
-            return None
-        return list(self._rows)
-
-    def put(
-        self,
-        profile: AvailabilityProfile,
-        request: NodeRequest,
-        mask: BoolArray,
-        duration: float,
-        rows: list[int],
-    ) -> None:
-        key, arrays = self._parts(profile, request, duration)
-        self._names = profile.table.names
-        self._key = key
-        # the events written so far never change (``_Events`` only appends), the free
-        # arrays now do (a job started now) and the mask is the caller's
-        base, *events = arrays
-        self._arrays = (mask.copy(), base.copy(), *events)
-        self._rows = list(rows)
 
 
 # dead slots a ReleaseLedger keeps beyond as many as live ones before compacting
@@ -942,6 +923,65 @@ class ReleaseLedger:
         self._live += count
         self._jobs[job_id] = (allocation, first, count, None, False)
         return first, count
+
+    def slots(
+        self, table: NodeTable, placed: Sequence[tuple[Job, Allocation]]
+    ) -> tuple[list[int], list[int]]:
+        """``slot`` of each job of ``placed`` (this pass's placements, each allocation
+        new), in order: the first slots and the counts. The one-node allocations (most
+        of them) are written from their names and amounts together, in one write per
+        array, not as a ``rows_of`` array each and four writes."""
+        if table.names is not self._names:
+            self._reset(table.names)
+        jobs = self._jobs
+        index = table.index
+        firsts: list[int] = []
+        counts: list[int] = []
+        node: list[int] = []
+        cpus: list[int] = []
+        memory: list[int] = []
+        gpus: list[int] = []
+        size = at = self._size
+        for job, allocation in placed:
+            found = jobs.get(job.id)
+            if found is not None:
+                if found[0] is allocation:
+                    firsts.append(found[1])
+                    counts.append(found[2])
+                    continue
+                self._live -= found[2]
+            per_node = allocation.per_node
+            if len(per_node) == 1:
+                row = index.get(allocation.nodes[0])
+                if row is None:
+                    count = 0  # the node left the cluster (as ``rows_of``)
+                else:
+                    res = per_node[0]
+                    node.append(row)
+                    cpus.append(res.cpus)
+                    memory.append(res.memory_bytes)
+                    gpus.append(res.gpus)
+                    count = 1
+            else:
+                ar = table.rows_of(allocation)
+                node.extend(ar.rows.tolist())
+                cpus.extend(ar.cpus.tolist())
+                memory.extend(ar.memory.tolist())
+                gpus.extend(ar.gpus.tolist())
+                count = len(ar.rows)
+            jobs[job.id] = (allocation, at, count, None, False)
+            firsts.append(at)
+            counts.append(count)
+            at += count
+        if at > size:
+            self._room(size, at)
+            self._node[size:at] = node
+            self._cpus[size:at] = cpus
+            self._memory[size:at] = memory
+            self._gpus[size:at] = gpus
+            self._live += at - size
+            self._size = at
+        return firsts, counts
 
     def _room(self, first: int, end: int) -> None:
         """Slots up to ``end``, those before ``first`` kept."""

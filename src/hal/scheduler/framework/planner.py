@@ -221,13 +221,15 @@ class Planner:
             counts.append(count)
             exclusive.append(excl)
             seen.add(r.id)
-        for j, alloc in self.placed_now:
-            ends.append(now + self.runtime(j))
-            first, count = ledger.slot(table, j.id, alloc)
-            firsts.append(first)
-            counts.append(count)
-            exclusive.append(j.spec.exclusive)
-            seen.add(j.id)
+        placed = self.placed_now
+        if placed:
+            placed_firsts, placed_counts = ledger.slots(table, placed)
+            firsts.extend(placed_firsts)
+            counts.extend(placed_counts)
+            for j, _ in placed:
+                ends.append(now + self.runtime(j))
+                exclusive.append(j.spec.exclusive)
+                seen.add(j.id)
         gathered = ledger.gather(now, ends, firsts, counts, exclusive, resolution, horizon)
         ledger.keep_only(seen)
         profile = AvailabilityProfile(
@@ -293,6 +295,25 @@ class Planner:
             free = self._free[partition] = int(table.free_cpus[mask].sum())
         return free
 
+    def _taken(self, allocation: Allocation) -> None:
+        """``allocation`` was just taken out of the pass's table (a job started now):
+        the free CPUs ``free_now`` keeps lose what it holds on each partition's nodes,
+        as a new sum over the table would find (one started job changes a few nodes;
+        the sum reads every node of the partition)."""
+        free = self._free
+        if not free:
+            return
+        table = self.ctx.nodes
+        ar = table.rows_of(allocation)
+        if len(ar.rows) == 1:
+            row, cpus = int(ar.rows[0]), int(ar.cpus[0])
+            for partition in free:
+                if table.partition_mask(partition)[row]:
+                    free[partition] -= cpus
+            return
+        for partition in free:
+            free[partition] -= int(ar.cpus[table.partition_mask(partition)[ar.rows]].sum())
+
     def started(self) -> None:
         """A job started now: the free CPUs ``free_now`` kept are stale."""
         self._free.clear()
@@ -334,9 +355,14 @@ class Planner:
         (``_Settled.next_candidate`` on this very profile)."""
         needs = 0 if screened else self.min_cpus(job)
         self.plan_counts(job)
-        stage = self.try_start(job, runtime, needs, self.result)
+        result = self.result
+        placed = len(result.placements)
+        stage = self.try_start(job, runtime, needs, result)
         if stage is Stage.DONE:
-            self._free.clear()
+            if len(result.placements) > placed:
+                self._taken(result.placements[-1][1])
+            else:
+                self._free.clear()  # (held from now: the table is as it was)
         return stage
 
     def try_start(

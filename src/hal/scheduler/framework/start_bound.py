@@ -19,14 +19,15 @@ the caller asks the framework there and, if it succeeds, has the very reservatio
 full search would make. If it fails, the caller searches as before.
 
 Kept in the ``ReleaseLedger`` (one node list, across passes); releases are named by their
-ledger slots, which are valid within one ``epoch``.
+ledger slots, which are valid within one ``epoch``. So is ``StartRowsMemo``: the head's
+last screen itself, for a profile equal in everything it was computed from.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +36,7 @@ from hal.scheduler.framework.request import NodeRequest
 
 if TYPE_CHECKING:
     from hal.scheduler.framework.availability import AvailabilityProfile, ReleaseLedger
+    from hal.scheduler.framework.node_table import BoolArray
 
 _Key = tuple[int, NodeRequest, float, object]
 # (ledger epoch, first slots, their counts, their event times): ``ledger.planned``
@@ -139,3 +141,60 @@ def _current(profile: AvailabilityProfile, ledger: ReleaseLedger) -> Planned | N
     if planned is None or planned[0] != ledger.epoch or profile.horizon < math.inf:
         return None
     return planned
+
+
+class StartRowsMemo:
+    """The last ``start_rows`` answer of a profile without dips, with everything it was
+    computed from (the free arrays now, the events, the rows, the request, the nodes and
+    the duration): a profile equal in all of these gets the same rows without the work.
+    Kept from one pass to the next: EASY's head asks the same question again after a
+    pass that started nothing when only arrivals happened since. The node list is
+    compared by identity (tables built on the same one share their memory caps)."""
+
+    __slots__ = ("_arrays", "_key", "_names", "_rows")
+
+    def __init__(self) -> None:
+        self._names: tuple[str, ...] | None = None
+        self._key: tuple[object, ...] | None = None
+        self._arrays: tuple[np.ndarray[Any, Any], ...] = ()
+        self._rows: list[int] = []
+
+    @staticmethod
+    def _parts(
+        profile: AvailabilityProfile, request: NodeRequest, duration: float
+    ) -> tuple[tuple[object, ...], tuple[np.ndarray[Any, Any], ...]]:
+        # not ``times[0]`` (now): without dips, whether a node fits from a row on does
+        # not depend on where the first row starts
+        return (request, duration, tuple(profile.times[1:])), (
+            profile._base,
+            *profile._events.view(),
+        )
+
+    def get(
+        self, profile: AvailabilityProfile, request: NodeRequest, mask: BoolArray, duration: float
+    ) -> list[int] | None:
+        key, arrays = self._parts(profile, request, duration)
+        if profile.table.names is not self._names or key != self._key:
+            return None
+        if not np.array_equal(mask, self._arrays[0]):
+            return None
+        if not all(np.array_equal(a, b) for a, b in zip(arrays, self._arrays[1:], strict=True)):
+            return None
+        return list(self._rows)
+
+    def put(
+        self,
+        profile: AvailabilityProfile,
+        request: NodeRequest,
+        mask: BoolArray,
+        duration: float,
+        rows: list[int],
+    ) -> None:
+        key, arrays = self._parts(profile, request, duration)
+        self._names = profile.table.names
+        self._key = key
+        # the events written so far never change (``_Events`` only appends), the free
+        # arrays now do (a job started now) and the mask is the caller's
+        base, *events = arrays
+        self._arrays = (mask.copy(), base.copy(), *events)
+        self._rows = list(rows)
