@@ -246,14 +246,16 @@ def test_the_release_ledger_gathers_what_the_releases_give(
             assert np.array_equal(got_array, want_array)
 
 
+@pytest.mark.parametrize("together", [False, True])
 @pytest.mark.parametrize("seed", range(20))
 def test_held_slots_looked_up_by_job_object_stay_right(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, together: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Running jobs kept pass after pass (the same object), replaced by a new object, or
     by one holding another allocation, with compaction and a new node list now and then:
-    ``held_slot`` gives the slots and exclusive flag of what ``holding`` says it holds,
-    and those slots hold its rows."""
+    ``held_slot`` (or ``held_slots`` for all of them at once, as a pass asks) gives the
+    slots and exclusive flag of what ``holding`` says it holds, and those slots hold its
+    rows."""
     rng = random.Random(seed)
     monkeypatch.setattr(availability, "_LEDGER_SLACK", 0)  # compact often
     ledger = availability.ReleaseLedger()
@@ -283,8 +285,10 @@ def test_held_slots_looked_up_by_job_object_stay_right(
                 start_time=NOW,
                 allocation=alloc,
             )
-        for job in running.values():
-            found = ledger.held_slot(table, job)
+        jobs = list(running.values())
+        held = ledger.held_slots(table, jobs) if together else []
+        for i, job in enumerate(jobs):
+            found = held[i] if together else ledger.held_slot(table, job)
             assert found is not None
             first, count, exclusive = found
             assert exclusive is job.spec.exclusive

@@ -206,9 +206,9 @@ class Planner:
         exclusive: list[bool] = []
         seen: set[int] = set()
         runtime = self.plugin.runtime
-        held_slot = ledger.held_slot
-        for r in self.ctx.running:
-            found = held_slot(table, r)  # where what the table took out for it is
+        running = self.ctx.running
+        # where what the table took out for each is (None: it holds nothing)
+        for r, found in zip(running, ledger.held_slots(table, running), strict=True):
             if found is None:
                 continue
             first, count, excl = found
