@@ -134,6 +134,13 @@ PreFilterCalls = tuple[tuple[str, Callable[[PassContext, CycleState, Job], Statu
 # What a ``PreFilterWaiver`` may read of a job, and the placement key besides its spec:
 # its spec (the object), partition, admin hold, array id and array throttle.
 _WaiverInputs = tuple[object, str, bool, int | None, int]
+
+
+def _waiver_inputs(job: Job) -> _WaiverInputs:
+    """What a job's ``PreFilterWaiver`` answers are worked out from (``pre_filter``)."""
+    return (job.spec, job.partition, job.held_by_admin, job.array_job_id, job.array_max_running)
+
+
 # A job behind a blocked queue: the PreFilter plugins that may reject it, and its key
 # (``Framework.pre_filter``), kept with the inputs they were worked out from.
 _Own = tuple[_WaiverInputs, PreFilterCalls, PlacementKey]
@@ -360,13 +367,7 @@ class Framework:
         from pass to pass while the job waits with the same inputs (``new_pass``)."""
         self._current = ""
         try:
-            inputs = (
-                job.spec,
-                job.partition,
-                job.held_by_admin,
-                job.array_job_id,
-                job.array_max_running,
-            )
+            inputs = _waiver_inputs(job)
             kept = self._own_before.get(job.id)
             if kept is None or kept[0] != inputs:  # (the spec: the same object, at once)
                 kept = self._own_calls(job, inputs)
@@ -436,15 +437,7 @@ class Framework:
             kept = chosen.get(picked)
             if kept is None:
                 kept = chosen[picked] = tuple(calls[k] for k in picked)
-            # the inputs as ``pre_filter`` makes them
-            inputs = (
-                job.spec,
-                job.partition,
-                job.held_by_admin,
-                job.array_job_id,
-                job.array_max_running,
-            )
-            own[jid] = (inputs, kept, placement_key(job))
+            own[jid] = (_waiver_inputs(job), kept, placement_key(job))
         self._own_epoch = changes.epoch
 
     def _own_calls(self, job: Job, inputs: _WaiverInputs) -> _Own:
