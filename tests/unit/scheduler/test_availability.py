@@ -368,3 +368,34 @@ def test_the_start_rows_memo_answers_as_a_fresh_screen(seed: int) -> None:
             profile.reserve(start, start + 50.0, ar, False)
         assert kept.start_rows(req, mask, dur) == fresh.start_rows(req, mask, dur)
     assert hits
+
+
+def test_the_ledger_written_together_takes_a_job_twice_and_keeps_nothing_of_a_batch_that_raised() -> (
+    None
+):
+    """``slots`` with a job twice (the same allocation: one slot; another: the later one
+    holds) gives the slots ``slot`` would; a batch that raises partway (an allocation
+    whose node cannot be read) records none of it, so no later job shares its slots."""
+    nodes = [Node(f"n{i}", ResourceVector(8, 16 * GiB, 2), partitions=("p",)) for i in range(3)]
+    table = NodeTable(nodes, [Partition("p")])
+    spec = JobSpec(user="u", script="")
+    one = Allocation(("n0",), (ResourceVector(2, GiB),))
+    two = Allocation(("n1", "n2"), (ResourceVector(1, GiB), ResourceVector(1, GiB)))
+
+    def job(jid: int) -> Job:
+        return Job(id=jid, spec=spec, partition="p", submit_time=0)
+
+    ledger = availability.ReleaseLedger()
+    firsts, counts = ledger.slots(table, [(job(1), one), (job(1), one), (job(2), one)])
+    assert (firsts, counts) == ([0, 0, 1], [1, 1, 1]) and ledger._live == 2
+    firsts, counts = ledger.slots(table, [(job(3), one), (job(3), two)])
+    assert counts == [1, 2] and ledger._live == 4  # (job 3's first slot let go)
+    assert ledger.slot(table, 3, two) == (firsts[1], 2)
+    assert np.array_equal(ledger._node[firsts[1] : firsts[1] + 2], table.rows_of(two).rows)
+    broken = Allocation((), (ResourceVector(1, GiB),))  # (one node's amounts, no name)
+    size, live, kept = ledger._size, ledger._live, dict(ledger._jobs)
+    with pytest.raises(IndexError):
+        ledger.slots(table, [(job(4), one), (job(5), broken)])
+    assert (ledger._size, ledger._live, ledger._jobs) == (size, live, kept)
+    first, count = ledger.slot(table, 6, two)
+    assert first == size and ledger.slot(table, 4, one) == (size + 2, 1)

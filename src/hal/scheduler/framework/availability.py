@@ -823,6 +823,10 @@ class LedgerChanges:
     dropped: tuple[int, ...]
 
 
+# a ledger's job: (allocation, first slot, count, the running job, held exclusively)
+_Entry = tuple[Allocation | None, int, int, Job | None, bool]
+
+
 class ReleaseLedger:
     """The release half of the availability profile, kept across passes: each running
     job's nodes and per-node amounts (``NodeTable.rows_of``), written once, when the job
@@ -867,7 +871,7 @@ class ReleaseLedger:
         # id → (allocation, first slot, count, the running job and whether it holds
         # them exclusively, as ``held_slot`` last found them; None, False: not asked).
         # No allocation: adopted from a forked pass that placed the job (``adopt``)
-        self._jobs: dict[int, tuple[Allocation | None, int, int, Job | None, bool]] = {}
+        self._jobs: dict[int, _Entry] = {}
         self._node: Rows = np.empty(0, dtype=np.intp)
         self._cpus: IntArray = np.empty(0, dtype=np.int64)
         self._memory: IntArray = np.empty(0, dtype=np.int64)
@@ -935,10 +939,14 @@ class ReleaseLedger:
         """``slot`` of each (job id, allocation), in order: the first slots and the
         counts. The one-node allocations (most of them) are written from their names
         and amounts together, in one write per array, not as a ``rows_of`` array each
-        and four writes (77,000 running jobs seen for the first time at 10,000 nodes)."""
+        and four writes (77,000 running jobs seen for the first time at 10,000 nodes).
+        Nothing is recorded until every row is written: an allocation that raises leaves
+        the ledger as it was."""
         if table.names is not self._names:
             self._reset(table.names)
         jobs = self._jobs
+        fresh: dict[int, _Entry] = {}  # (recorded once the rows are written)
+        replaced = 0  # the live slots of the entries ``fresh`` replaces
         index = table.index
         firsts: list[int] = []
         counts: list[int] = []
@@ -948,13 +956,13 @@ class ReleaseLedger:
         gpus: list[int] = []
         size = at = self._size
         for job_id, allocation in allocations:
-            found = jobs.get(job_id)
+            found = fresh.get(job_id) or jobs.get(job_id)
             if found is not None:
                 if found[0] is allocation:
                     firsts.append(found[1])
                     counts.append(found[2])
                     continue
-                self._live -= found[2]
+                replaced += found[2]
             per_node = allocation.per_node
             if len(per_node) == 1:
                 row = index.get(allocation.nodes[0])
@@ -974,7 +982,7 @@ class ReleaseLedger:
                 memory.extend(ar.memory.tolist())
                 gpus.extend(ar.gpus.tolist())
                 count = len(ar.rows)
-            jobs[job_id] = (allocation, at, count, None, False)
+            fresh[job_id] = (allocation, at, count, None, False)
             firsts.append(at)
             counts.append(count)
             at += count
@@ -984,8 +992,9 @@ class ReleaseLedger:
             self._cpus[size:at] = cpus
             self._memory[size:at] = memory
             self._gpus[size:at] = gpus
-            self._live += at - size
             self._size = at
+        jobs.update(fresh)
+        self._live += at - size - replaced
         return firsts, counts
 
     def _room(self, first: int, end: int) -> None:
