@@ -10,11 +10,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from blocked_head import blocked_head
 
+from hal.bench.sched_pass import build_workload
 from hal.core.job import Job
 from hal.predict import SharedPredictor
 from hal.predict.registry import planning_predictor
+from hal.scheduler.framework.planner import Planner
 from hal.scheduler.framework.profile import Profile
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import backfill, build_scheduler, default_profile, default_registry
@@ -143,3 +146,27 @@ def test_the_stage_s_wait_for_the_predictor_is_its_lock_s() -> None:
     assert 0.15 <= result.backfill.lock_s <= result.backfill.duration_s
     quiet = scheduler.run_pass(blocked_head())
     assert quiet.backfill is not None and quiet.backfill.lock_s < 0.05
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_free_cpus_kept_per_partition_follow_each_start(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After every start of a backfill pass (one-node and multi-node jobs, on partitions
+    that share nodes: ``debug``'s are ``batch``'s), the free CPUs ``free_now`` keeps per
+    partition are what a new sum over the pass's table gives."""
+    checked: list[int] = []
+    start_now = Planner.start_now
+
+    def checking(self: Planner, job: Job, runtime: float, **kw: Any) -> Any:
+        stage = start_now(self, job, runtime, **kw)
+        table = self.ctx.nodes
+        for partition, free in self._free.items():
+            assert free == int(table.free_cpus[table.partition_mask(partition)].sum())
+            checked.append(free)
+        return stage
+
+    monkeypatch.setattr(Planner, "start_now", checking)
+    workload = build_workload(3_000, 300, seed=seed)
+    build_scheduler().run_pass(workload.snapshot(), backfill=True)
+    assert len(checked) > 50
