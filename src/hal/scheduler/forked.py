@@ -12,11 +12,11 @@ waiting jobs (``Scheduler.forecast``) slice by slice, and exits.
 What a pass changes that outlives it travels back too: a plugin names such state
 (``CarriesState``: the backfill plugin its predictor, which pins each running job's
 prediction), and that state (``PassCarried``) marks itself in the child before the
-pass and sends its changes with the result, which the parent adopts. So do the running
-jobs' rows the pass wrote to the framework's ledger (``ReleaseLedger.pass_changes``, by
-job id: written again, they cost a pass at 77,000 running jobs twice its CPU), and the
-PreFilter calls the pass kept for the jobs waiting behind a blocked queue
-(``Framework.own_changes``: asked again of 100,000 waiting jobs, they cost a tenth to a
+pass and sends its changes with the result, which the parent adopts. So does what the
+framework keeps from pass to pass (``Framework.pass_changes``): the running jobs' rows
+the pass wrote to its ledger (by job id: written again, they cost a pass at 77,000
+running jobs twice its CPU) and the PreFilter calls the pass kept for the jobs waiting
+behind a blocked queue (asked again of 100,000 waiting jobs, they cost a tenth to a
 fifth of a forked pass). The caches plugins keep from pass to pass (the dissonance plugin's rows
 and keys, backfill's fixed run times: 0.05 s of a pass at 77,000 running jobs) do not
 travel: each child starts from the parent's, which are as the server started.
@@ -341,15 +341,15 @@ class ForkedScheduler:
             fork_s = time.perf_counter() - began
         os.close(write)
         try:
-            (result, cpu_s, changes, rows, own), load_s = self._receive(child)
+            (result, cpu_s, changes, kept), load_s = self._receive(child)
             if not isinstance(result, PassResult):
                 raise PassProcessFailed(f"the pass's process sent {type(result).__name__}")
-            # the running jobs' rows the pass wrote, and the PreFilter calls it kept for
-            # the waiting jobs: the next child starts with them (counted in ``load_s``:
-            # the interpreter held, as for the unpickling)
+            # what the pass changed of the framework's own (the running jobs' rows, the
+            # waiting jobs' PreFilter calls) and of the plugins' states: the next child
+            # starts with them (counted in ``load_s``: the interpreter held, as for the
+            # unpickling)
             began = time.perf_counter()
-            scheduler.framework.releases.adopt(rows, snapshot.running)
-            scheduler.framework.adopt_own(own, snapshot.pending)
+            scheduler.framework.adopt(kept, snapshot)
             self._adopt(child, changes)
             load_s += time.perf_counter() - began
         except BaseException:
@@ -478,15 +478,12 @@ def _child_pass(
         cpu = time.process_time()
         marks = [plugin.pass_mark() for plugin in carried]
         framework = scheduler.framework
-        ledger = framework.releases
-        ledger_mark = ledger.pass_mark()
-        own_mark = framework.own_mark()
+        mark = framework.pass_mark()
         result = scheduler.run_pass(snapshot, **options)
         result = dataclasses.replace(result, settled=None, statuses={})
         changes = [p.pass_changes(m) for p, m in zip(carried, marks, strict=True)]
-        rows = ledger.pass_changes(ledger_mark)
-        own = framework.own_changes(own_mark, snapshot.pending)
-        _send(fd, ("result", result, time.process_time() - cpu, changes, rows, own))
+        kept = framework.pass_changes(mark, snapshot)
+        _send(fd, ("result", result, time.process_time() - cpu, changes, kept))
         plan = result.plan
         budget = scheduler.forecast_slice_s
         done = not plan.forecasting

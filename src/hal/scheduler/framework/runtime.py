@@ -40,7 +40,7 @@ from hal.core.job import Allocation, Job
 from hal.core.preemption import holding
 from hal.core.resources import ResourceVector
 from hal.core.states import PendingReason
-from hal.scheduler.framework.availability import ReleaseLedger
+from hal.scheduler.framework.availability import LedgerChanges, LedgerMark, ReleaseLedger
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState
 from hal.scheduler.framework.interfaces import (
@@ -69,6 +69,7 @@ from hal.scheduler.framework.request import (
     node_counts,
     placement_key,
 )
+from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.framework.status import SUCCESS, Code, Status, error, unschedulable
 from hal.scheduler.framework.timing import unwrapped
 
@@ -161,6 +162,11 @@ class OwnChanges:
     epoch: int
     changed: dict[int, tuple[int, tuple[int, ...]]]
     dropped: tuple[int, ...]
+
+
+# what a forked pass carries back of the framework's own (``Framework.pass_mark``)
+FrameworkMark = tuple[LedgerMark, OwnMark]
+FrameworkChanges = tuple[LedgerChanges, OwnChanges | None]
 
 
 # Allocations this wide or wider have their rows memoised as they are built: looking up
@@ -386,6 +392,23 @@ class Framework:
     # ``pre_filter`` kept travels back, so that the next child does not ask every
     # waiting job's ``lets_through`` again (100,000 jobs behind a blocked queue: a tenth
     # to a fifth of a forked pass at 10,000 nodes, docs/benchmarks-scale.md)
+
+    def pass_mark(self) -> FrameworkMark:
+        """What the framework keeps from pass to pass, before a pass decided in a forked
+        process (the child's): the release ledger's rows and the PreFilter calls kept
+        for the waiting jobs."""
+        return self.releases.pass_mark(), self.own_mark()
+
+    def pass_changes(self, mark: FrameworkMark, snapshot: ClusterSnapshot) -> FrameworkChanges:
+        """What the pass (on ``snapshot``) changed of it since ``mark`` (the child's)."""
+        return self.releases.pass_changes(mark[0]), self.own_changes(mark[1], snapshot.pending)
+
+    def adopt(self, changes: FrameworkChanges, snapshot: ClusterSnapshot) -> None:
+        """A forked pass's ``changes`` (the parent's), with the parent's jobs of the
+        pass's ``snapshot``: the next child starts with them."""
+        rows, own = changes
+        self.releases.adopt(rows, snapshot.running)
+        self.adopt_own(own, snapshot.pending)
 
     def own_mark(self) -> OwnMark:
         """What ``pre_filter`` keeps before a pass (the child's)."""
