@@ -731,10 +731,14 @@ class AvailabilityProfile:
         for t in instants:
             if self.now < t < self.horizon:
                 self._add_time(t)
-                self._lows.clear()
-                self._below.clear()
-                self._low_cpus.clear()
-                self._windows.clear()
+                self._levels_changed()
+
+    def _levels_changed(self) -> None:
+        """A row or a dip's level changed: what was worked out from the dips goes."""
+        self._lows.clear()
+        self._below.clear()
+        self._low_cpus.clear()
+        self._windows.clear()
 
     def _add_time(self, t: float) -> None:
         times = self.times
@@ -760,10 +764,7 @@ class AvailabilityProfile:
                 np.add.at(rel[:, i], at, add[:, i])
         self._shift_dips(start, nodes, taken)
         self._events.add(start, nodes, taken)
-        self._lows.clear()
-        self._below.clear()
-        self._low_cpus.clear()
-        self._windows.clear()
+        self._levels_changed()
         if self._dips_distinct and self._dipped[nodes].any():
             self._dips_distinct = False
         self._dipped[nodes] = True
@@ -788,10 +789,7 @@ class AvailabilityProfile:
         pos, hit = _positions(nodes, self._dip_node[later])
         if hit.any():
             self._dip_rel[later[hit]] += delta[pos[hit]]
-            self._lows.clear()
-            self._below.clear()
-            self._low_cpus.clear()
-            self._windows.clear()
+            self._levels_changed()
 
 
 # dead slots a ReleaseLedger keeps beyond as many as live ones before compacting
