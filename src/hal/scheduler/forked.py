@@ -14,12 +14,12 @@ What a pass changes that outlives it travels back too: a plugin names such state
 prediction), and that state (``PassCarried``) marks itself in the child before the
 pass and sends its changes with the result, which the parent adopts. So does what the
 framework keeps from pass to pass (``Framework.pass_changes``): the running jobs' rows
-the pass wrote to its ledger (by job id: written again, they cost a pass at 77,000
-running jobs twice its CPU) and the PreFilter calls the pass kept for the jobs waiting
-behind a blocked queue (asked again of 100,000 waiting jobs, they cost a tenth to a
-fifth of a forked pass). The caches plugins keep from pass to pass (the dissonance plugin's rows
-and keys, backfill's fixed run times: 0.05 s of a pass at 77,000 running jobs) do not
-travel: each child starts from the parent's, which are as the server started.
+the pass wrote to its ledger (by job id) and the PreFilter calls the pass kept for the
+jobs waiting behind a blocked queue (asked again of 100,000 waiting jobs, they cost
+about 5 % of a forked pass: docs/benchmarks-scale.md). The caches plugins keep from
+pass to pass (the dissonance plugin's rows and keys, backfill's fixed run times: 0.05 s
+of a pass at 77,000 running jobs) do not travel: each child starts from the parent's,
+which are as the server started.
 
 A lock that threads other than the pass's take (``ForkLocked``: the predictor's, which
 its trainer holds while it learns; the dissonance plugin's, which a what-if pass takes)
