@@ -4,13 +4,14 @@ workload (10,000 jobs x 1,000 nodes, ``hal.bench.dissonance_pass``), without the
 
 Per scheduler, after a warm-up pass, one pass's stage is watched: its tries
 (``Planner.try_start``) counted by the stage their cycle stopped at (``None``: the CPU
-screen said no), the refusals by plugin and reason. Then, on that stage's planner as it
-ended, the jobs the ``limits`` plugin refused are tried again in a tight loop, each way
-``REPEAT`` times (the least wall time of the rounds, per try): the try's cycle as the
-stage runs it (the window from now, ``Framework.place`` in NOW mode, stopping at the
-refusal), and the PreFilter calls alone of the plugins that may refuse the job
-(``Framework.pre_filter``, as a job behind a blocked partition gets them in the main
-loop). Prints one JSON object::
+screen said no), with the mean wall time of a try of each (the whole ``try_start``: the
+window, the cycle, the start's reservation in the profile), the refusals by plugin and
+reason. Then, on that stage's planner as it ended, the jobs the ``limits`` plugin
+refused are tried again in a tight loop, each way ``REPEAT`` times (the least wall time
+of the rounds, per try): the try's cycle as the stage runs it (the window from now,
+``Framework.place`` in NOW mode, stopping at the refusal), and the PreFilter calls alone
+of the plugins that may refuse the job (``Framework.pre_filter``, as a job behind a
+blocked partition gets them in the main loop). Prints one JSON object::
 
     PYTHONPATH=src python bench/backfill_tries.py
 """
@@ -79,12 +80,15 @@ def main() -> None:
     off, on = schedulers(len(workload.nodes))
     tried: Counter[str] = Counter()
     refused: Counter[str] = Counter()
+    spent: dict[str, float] = {}  # seconds, by the stage the try stopped at
     last: list[Planner] = []
     try_start = Planner.try_start
     init = Planner.__init__
 
     def counted(self: Planner, job: Job, *args: Any, **kwargs: Any) -> Stage | None:
+        t0 = time.perf_counter()
         stage = try_start(self, job, *args, **kwargs)
+        spent[str(stage)] = spent.get(str(stage), 0.0) + time.perf_counter() - t0
         tried[str(stage)] += 1
         if stage is Stage.PRE_FILTER:
             st = self.result.statuses[job.id]
@@ -102,9 +106,15 @@ def main() -> None:
         sched.run_pass(_snapshot(workload, 0, v), backfill=True)  # warm-up
         tried.clear()
         refused.clear()
+        spent.clear()
         running = tuple(workload.running)
         sched.run_pass(_snapshot(dataclasses.replace(workload, running=running), 1, v))
-        out[label] = {"tries": dict(tried), "refused_by": dict(refused), **_refused(last[0])}
+        out[label] = {
+            "tries": dict(tried),
+            "try_us": {k: round(spent[k] / n * 1e6, 1) for k, n in tried.items()},
+            "refused_by": dict(refused),
+            **_refused(last[0]),
+        }
     print(json.dumps(out))
 
 
