@@ -12,7 +12,10 @@ overhead by least CPU time and by the median of the paired passes' ratios, the n
 plugin's CPU against the old one's (median of the paired ratios), and whether both
 plugins' last plans (placements and notes) are the same. ``--neutral`` gives both
 plugins a matrix where nothing clashes (every score 100; as
-``dissonance_pass_instructions.py neutral``; each plugin takes its cheapest path there)::
+``dissonance_pass_instructions.py neutral``; each plugin takes its cheapest path
+there). ``--calls`` also times each plugin's own calls (Score, and Reserve with
+Unreserve; ``time.perf_counter`` around each, which adds its own cost to both plugins'
+passes) and prints their medians per pass::
 
     PYTHONPATH=src python bench/dissonance_pass_compare.py /tmp/old.py 41
 """
@@ -26,10 +29,32 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import hal.scheduler.plugins.dissonance as package
 from hal.bench.dissonance_pass import _snapshot, classed_workload, schedulers
 from hal.core.profiles import CLASSES
+from hal.scheduler.plugins.dissonance import plugin as this_plugin
+
+_CALLS = (("weighted_score", "score"), ("reserve", "reserve"), ("unreserve", "reserve"))
+
+
+def _timed(cls: type, spent: dict[str, float]) -> None:
+    """Wrap ``cls``'s Score, Reserve and Unreserve so that ``spent`` adds up their
+    seconds (before the scheduler is built: the runtime keeps the bound methods)."""
+    for method, label in _CALLS:
+        call: Callable[..., object] = getattr(cls, method)
+
+        def timed(
+            *args: object, _call: Callable[..., object] = call, _label: str = label
+        ) -> object:
+            t0 = time.perf_counter()
+            try:
+                return _call(*args)
+            finally:
+                spent[_label] += time.perf_counter() - t0
+
+        setattr(cls, method, timed)
 
 
 def main() -> None:
@@ -37,6 +62,7 @@ def main() -> None:
     parser.add_argument("old_plugin", help="another tree's dissonance plugin.py")
     parser.add_argument("rounds", type=int, help="passes of each scheduler")
     parser.add_argument("--neutral", action="store_true", help="a matrix where nothing clashes")
+    parser.add_argument("--calls", action="store_true", help="time each plugin's own calls")
     ns = parser.parse_args()
     spec = importlib.util.spec_from_file_location("dissonance_old_plugin", ns.old_plugin)
     if spec is None or spec.loader is None:
@@ -44,6 +70,10 @@ def main() -> None:
     old_module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = old_module
     spec.loader.exec_module(old_module)
+    spent = {name: {"score": 0.0, "reserve": 0.0} for name in ("old", "new")}
+    if ns.calls:
+        _timed(old_module.Dissonance, spent["old"])
+        _timed(this_plugin.Dissonance, spent["new"])
     workload, view = classed_workload(10_000, 1_000, 1)
     if ns.neutral:
         view = dataclasses.replace(view, slowdown={c: dict.fromkeys(CLASSES, 1.0) for c in CLASSES})
@@ -58,6 +88,9 @@ def main() -> None:
     for scheduler, v in runs.values():  # untimed: what each keeps from pass to pass
         scheduler.run_pass(_snapshot(workload, 0, v), backfill=True)
     cpu: dict[str, list[float]] = {name: [] for name in runs}
+    calls: dict[str, dict[str, list[float]]] = {
+        name: {"score": [], "reserve": []} for name in spent
+    }
     plans = {}
     names = list(runs)
     for r in range(ns.rounds):
@@ -65,9 +98,14 @@ def main() -> None:
             scheduler, v = runs[name]
             running = tuple(workload.running)  # (a new tuple each pass, as the server's)
             snap = _snapshot(dataclasses.replace(workload, running=running), r + 1, v)
+            own = spent.get(name, {})
+            for label in own:
+                own[label] = 0.0
             c0 = time.process_time()
             plans[name] = scheduler.run_pass(snap, backfill=True).plan
             cpu[name].append(time.process_time() - c0)
+            for label, seconds in own.items():
+                calls[name][label].append(seconds)
 
     def placed(name: str) -> list[tuple[int, tuple[str, ...], str]]:
         return [(p.job_id, p.allocation.nodes, p.note) for p in plans[name].placements]
@@ -88,6 +126,10 @@ def main() -> None:
     for name, times in cpu.items():
         out[f"{name}_cpu_min_ms"] = round(min(times) * 1000, 2)
         out[f"{name}_cpu_median_ms"] = round(statistics.median(times) * 1000, 2)
+    if ns.calls:
+        for name, by_label in calls.items():
+            for label, per_pass in by_label.items():
+                out[f"{name}_{label}_ms_median"] = round(statistics.median(per_pass) * 1000, 2)
     print(json.dumps(out))
 
 
