@@ -44,7 +44,8 @@ from hal.core.errors import HalError, NotFound
 from hal.slurm.syntax import compress_indices, expand_hostlist
 
 # squeue's start-up is a workflow tool's cost per poll (see ``hal.compat``): the jobs come
-# as records (``HalClient.jobs(validate=False)``), not pydantic ``JobInfo``s, and --json's
+# as records (``HalClient.jobs(validate=False)``; a long list as msgspec's structs of the
+# same attributes, ``records.job_list``), not pydantic ``JobInfo``s, and --json's
 # module is imported where it is asked for, as the state names where -t needs them.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
