@@ -8,7 +8,7 @@ import time
 from hal.client import cjson
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.problems import error_from_response, retry_after, retrying
-from hal.client.records import job_defaults, read, records
+from hal.client.records import job_defaults, job_list, read, records
 from hal.client.transport import (
     Response,
     StreamRefused,
@@ -421,7 +421,8 @@ class HalClient:
         these of JobInfo's attributes, the others not sent (``squeue`` asks for those its
         format shows; a server that does not know ``fields=`` sends them all), and those
         at their default left out where none holds objects (``omit_defaults``, ADR 0028:
-        the records read them from ``JOB_DEFAULTS``)."""
+        the records read them from ``JOB_DEFAULTS``), a long list decoded by msgspec
+        (``records.job_list``))."""
         params: dict[str, str] = {}
         for key, values in (
             ("state", states),
@@ -450,6 +451,8 @@ class HalClient:
                 params["omit_defaults"] = "true"
         r = self._request("GET", "/v1/jobs", params=params)
         if not validate:
+            if fields and defaults is not None:
+                return job_list(r.body, fields, defaults)
             views: list[JobInfo] = records(r.body, defaults).jobs
             return views
         from hal.wire.jobs import JobList

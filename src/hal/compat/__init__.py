@@ -11,7 +11,9 @@ Start-up is part of the contract: workflow tools run ``sbatch`` and ``squeue`` o
 job, each a new process: the target for these two is 3× a bare interpreter's start
 (issue 51; ``hal bench submit`` measures it). Their modules import, at run time, neither
 the wire schemas (pydantic; sbatch sends ``SbatchRequest.body`` as JSON, squeue reads
-records: ``HalClient.jobs(validate=False)``) nor ``typing``, ``dataclasses``,
+records: ``HalClient.jobs(validate=False)``; a job list of 2 MiB or more is decoded by
+msgspec, whose import, with ``typing``, ``re`` and ``datetime``, its parse pays back:
+ADR 0032) nor ``typing``, ``dataclasses``,
 ``pathlib``, ``datetime``, ``json``, ``socket``, ``re``, ``enum``, ``functools`` or
 ``collections``: their small types are plain classes, annotations come from ``if
 TYPE_CHECKING:`` blocks (``TYPE_CHECKING = False`` at run time), the client speaks

@@ -71,15 +71,19 @@ def timestamps(values: Sequence[float | None], missing: str = "N/A") -> list[str
     for when in set(values):
         if when is None:
             continue
-        if 0 <= when < 2**37 and when - int(when) < 0.999999:
-            minute, second = divmod(int(when), 60)
+        whole = int(when) if 0 <= when < 2**37 else -1
+        if whole >= 0 and when - whole < 0.999999:
+            minute, second = divmod(whole, 60)
             head = minutes.get(minute)
             if head is None:
                 head = minutes[minute] = _minute_head(minute * 60)
-            shown[when] = f"{head}{second:02d}" if head else timestamp(int(when))
+            shown[when] = head + _SECONDS[second] if head else timestamp(whole)
         else:
             shown[when] = timestamp(when)
     return list(map(shown.__getitem__, values))
+
+
+_SECONDS = tuple(f"{second:02d}" for second in range(60))  # (a format each: 0.04 s a queue)
 
 
 def _minute_head(start: int) -> str:

@@ -44,7 +44,8 @@ from hal.core.errors import HalError, NotFound
 from hal.slurm.syntax import compress_indices, expand_hostlist
 
 # squeue's start-up is a workflow tool's cost per poll (see ``hal.compat``): the jobs come
-# as records (``HalClient.jobs(validate=False)``), not pydantic ``JobInfo``s, and --json's
+# as records (``HalClient.jobs(validate=False)``; a long list as msgspec's structs of the
+# same attributes, ``records.job_list``), not pydantic ``JobInfo``s, and --json's
 # module is imported where it is asked for, as the state names where -t needs them.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -679,6 +680,11 @@ _STATE_ORDER = {
 }  # fmt: skip
 
 
+def _state_rank(job: JobInfo) -> int:
+    """A job's state as -S t sorts it (``_STATE_ORDER``; one call a job, not two)."""
+    return _STATE_ORDER.get(job.state, 99)
+
+
 def _limit(seconds: float) -> float:
     """A time limit to sort by: none (UNLIMITED) is the longest, as Slurm's INFINITE."""
     return seconds if seconds > 0 else float("inf")
@@ -688,8 +694,8 @@ def _limit(seconds: float) -> float:
 _SORT_NUMBERS: dict[str, Callable[[JobInfo, float], float]] = {
     "i": lambda j, now: j.id,
     "A": lambda j, now: j.id,
-    "t": lambda j, now: _STATE_ORDER.get(j.state, 99),
-    "T": lambda j, now: _STATE_ORDER.get(j.state, 99),
+    "t": lambda j, now: _state_rank(j),
+    "T": lambda j, now: _state_rank(j),
     "p": lambda j, now: j.priority,
     "Q": lambda j, now: j.priority,
     "D": lambda j, now: j.node_count,
@@ -737,6 +743,8 @@ def _sort_key(letter: str, now: float) -> Callable[[JobInfo], float | str]:
     field = _SORT_FIELD.get(letter)
     if field is not None:
         return attrgetter(field)
+    if letter in ("t", "T"):
+        return _state_rank
     number = _SORT_NUMBERS.get(letter)
     if number is not None:
         return lambda job: number(job, now)

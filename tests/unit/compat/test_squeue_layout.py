@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 from compat_fakes import T0, job, job_shapes, running
 
-from hal.client.records import records
+from hal.client import records as job_records
+from hal.client.records import Record, job_defaults, job_list, records
 from hal.compat.formats import Field, cell, parse_format, parse_long_names, timestamp, timestamps
 from hal.compat.job_fields import JOB_LETTERS, LONG_FIELD_WIDTH, LONG_FIELDS, TIME_LETTERS
 from hal.compat.squeue import (
@@ -25,6 +26,8 @@ from hal.compat.squeue import (
     _uncut,
     fold_arrays,
     job_lines,
+    parse_query,
+    query_fields,
     sort_jobs,
 )
 from hal.wire.jobs import JobInfo, JobList
@@ -171,3 +174,83 @@ def test_timestamps_are_each_times_timestamp_in_every_zone(name: str) -> None:
     got = timestamps(values, missing="Unknown")
     assert got == [timestamp(v, "Unknown") for v in values]
     assert got[0] == "Unknown"
+
+
+# -- a long list decoded by msgspec (``records.job_list``) ---------------------------------
+
+
+def odd_shapes() -> list[JobInfo]:
+    """``shapes`` and jobs whose every field is odd: unicode names and users, a reason
+    with quotes and a backslash, optional values missing, a pending het component."""
+    return [
+        *shapes(),
+        job(60, name="naïve-名前-🚀", user="üser", account=None, qos=None, reservation=""),
+        job(61, name='a "quoted" \\ name', reason="Dependency", nice=-5, priority=0),
+        job(62, het_job_id=62, het_job_offset=0, het_job_id_set="62-63", submit_time=T0 - 1e-6),
+        running(63, het_job_id=62, het_job_offset=1, het_job_id_set="62-63", nodes=["é1"]),
+        job(64, array_job_id=64, array_task_id=7, array_max_running=3, name=""),
+    ]
+
+
+def listed_as_sent(infos: list[JobInfo], fields: list[str]) -> bytes:
+    """``GET /v1/jobs?fields=...&omit_defaults=true`` of ``infos`` as the server sends it:
+    each job's ``fields``, those at their default left out."""
+    import json
+
+    defaults = job_defaults(fields) or {}
+    sent = []
+    for info in json.loads(JobList(jobs=infos).model_dump_json())["jobs"]:
+        picked = {name: info[name] for name in fields}
+        sent.append({k: v for k, v in picked.items() if k not in defaults or v != defaults[k]})
+    return json.dumps({"jobs": sent}, ensure_ascii=False).encode()
+
+
+@pytest.fixture
+def typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every job list decoded by msgspec, however short."""
+    monkeypatch.setattr(job_records, "TYPED_FROM_BYTES", 0)
+
+
+@pytest.mark.usefixtures("typed")
+@pytest.mark.parametrize("fmt", [*FORMATS, "%all"])
+def test_a_list_decoded_by_msgspec_prints_the_lines_of_the_records(fmt: str) -> None:
+    query = parse_query(["-o", fmt, "-S", "P,t,-p,V"])
+    assert query is not None
+    fields = query_fields(query)
+    assert fields is not None
+    body = listed_as_sent(odd_shapes(), fields)
+    defaults = job_defaults(fields)
+    assert defaults is not None
+    structs = job_list(body, fields, defaults)
+    records_of = records(body, defaults).jobs
+    assert not isinstance(structs[0], Record)  # (msgspec's, not the records' fallback)
+    for struct, record in zip(structs, records_of, strict=True):
+        assert {name: getattr(struct, name) for name in fields} == {
+            name: getattr(record, name) for name in fields
+        }
+    shown = [sort_jobs(fold_arrays(jobs), query.sort, NOW) for jobs in (structs, records_of)]
+    lines = [job_lines(query.layout, jobs, NOW, header=True) for jobs in shown]
+    assert lines[0] == lines[1] == one_by_one(query.layout, shown[1], header=True)
+    assert "name" not in fields or "naïve-名前-🚀" in {struct.name for struct in structs}
+
+
+@pytest.mark.usefixtures("typed")
+def test_what_msgspec_refuses_the_records_read() -> None:
+    fields = ["id", "display_id", "state", "array_job_id"]
+    defaults = job_defaults(fields)
+    assert defaults is not None
+    nan = b'{"jobs":[{"id":1,"display_id":"1","state":"PENDING","array_job_id":NaN}]}'
+    (read,) = job_list(nan, fields, defaults)
+    assert read.array_job_id != read.array_job_id  # (NaN, as the standard scanner reads it)
+    assert isinstance(read, Record)
+    missing = b'{"jobs":[{"id":1,"state":"PENDING"}]}'  # (no display_id: no default)
+    (read,) = job_list(missing, fields, defaults)
+    assert read.array_job_id is None
+    assert isinstance(read, Record)
+
+
+def test_a_short_list_is_read_as_records() -> None:
+    fields = ["id", "display_id", "state", "array_job_id"]
+    body = listed_as_sent(odd_shapes(), fields)
+    assert len(body) < job_records.TYPED_FROM_BYTES
+    assert all(isinstance(read, Record) for read in job_list(body, fields, {}))
