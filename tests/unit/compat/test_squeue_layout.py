@@ -201,7 +201,9 @@ def listed_as_sent(infos: list[JobInfo], fields: list[str]) -> bytes:
     sent = []
     for info in json.loads(JobList(jobs=infos).model_dump_json())["jobs"]:
         picked = {name: info[name] for name in fields}
-        sent.append({k: v for k, v in picked.items() if k not in defaults or v != defaults[k]})
+        # (a list field's default is a tuple; the server compares with its list)
+        at = {k: list(d) if isinstance(d, tuple) else d for k, d in defaults.items()}
+        sent.append({k: v for k, v in picked.items() if k not in at or v != at[k]})
     return json.dumps({"jobs": sent}, ensure_ascii=False).encode()
 
 
@@ -254,3 +256,28 @@ def test_a_short_list_is_read_as_records() -> None:
     body = listed_as_sent(odd_shapes(), fields)
     assert len(body) < job_records.TYPED_FROM_BYTES
     assert all(isinstance(read, Record) for read in job_list(body, fields, {}))
+
+
+@pytest.mark.usefixtures("typed")
+def test_a_decoded_job_is_copied_with_changes_as_a_record_is() -> None:
+    """``replaced`` (sacct's and sprio's copies) of a job msgspec decoded: a record of its
+    fields with the changes, the job itself left as it was."""
+    fields = ["id", "display_id", "state", "nodes"]
+    defaults = job_defaults(fields)
+    assert defaults is not None
+    body = b'{"jobs":[{"id":7,"display_id":"7","state":"RUNNING","nodes":["n1"]}]}'
+    (decoded,) = job_list(body, fields, defaults)
+    assert not isinstance(decoded, Record)
+    copied = job_records.replaced(decoded, {"state": "COMPLETED"})
+    assert copied == Record(id=7, display_id="7", state="COMPLETED", nodes=["n1"])
+    assert decoded.state == "RUNNING"
+
+
+@pytest.mark.usefixtures("typed")
+def test_a_body_not_utf8_is_refused_as_the_records_refuse_it() -> None:
+    body = b'{"jobs":[{"id":1,"display_id":"\xff","state":"PENDING"}]}'
+    with pytest.raises(UnicodeDecodeError) as typed_error:
+        job_list(body, ["id", "display_id", "state"], {})
+    with pytest.raises(UnicodeDecodeError) as records_error:
+        records(body)
+    assert str(typed_error.value) == str(records_error.value)
