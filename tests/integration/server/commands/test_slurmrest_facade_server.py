@@ -129,9 +129,11 @@ def test_exit_3_and_a_signal_in_the_exit_code_struct(rest: httpx.Client, tmp_pat
 
 
 def test_delete_cancels_and_signal_only_signals(rest: httpx.Client, tmp_path: Path) -> None:
-    trapped = _submit(rest, tmp_path, "trap 'exit 7' USR1\nwhile :; do sleep 0.1; done")
+    # (the signal goes once the trap is set: RUNNING comes before the script's first line)
+    trap = "trap 'exit 7' USR1\ntouch trap-set\nwhile :; do sleep 0.1; done"
+    trapped = _submit(rest, tmp_path, trap)
     sleeper = _submit(rest, tmp_path, "sleep 300")
-    wait_until(lambda: _state(rest, trapped) == ["RUNNING"], message="the trapping job")
+    wait_until((tmp_path / "trap-set").exists, message="the trapping job's trap")
     wait_until(lambda: _state(rest, sleeper) == ["RUNNING"], message="the sleeper")
     got = rest.delete(f"/job/{trapped}", params={"signal": "SIGUSR1", "flags": "BATCH_JOB"})
     assert got.status_code == 200, got.text
