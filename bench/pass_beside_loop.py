@@ -5,7 +5,8 @@ The ``sched-pass`` workload (10,000 jobs x 1,000 nodes, ``hal.bench.dissonance_p
 without the ``dissonance`` plugin) is passed ``--rounds`` times per interval on a thread
 of its own, while another thread plays the loop: as much Python work as takes
 ``--busy-ms`` alone, then ``--idle-ms`` asleep (a request's work, then its wait on the
-network), over and over. Each pass sets
+network), over and over. The intervals take turns within each round; the figures need a
+quiet machine (other processes on the cores blur them). Each pass sets
 ``sys.setswitchinterval`` on its start and puts 5 ms back at its end. Prints one JSON
 object: per interval, the median of the passes' wall time over their thread's CPU, and
 the loop thread's p99 lateness waking from its sleeps.
@@ -45,7 +46,9 @@ def main() -> None:
     idle = ns.idle_ms / 1000
     steps = _steps_for(ns.busy_ms / 1000)  # (a fixed amount of work: ``busy_ms`` alone)
     stop = threading.Event()
-    lateness: list[float] = []
+    # the loop's lateness waking from each sleep, by the interval of the pass then running
+    lateness: dict[float, list[float]] = {interval: [] for interval in ns.intervals}
+    running_at: list[float | None] = [None]
 
     def loop() -> None:
         while not stop.is_set():
@@ -53,30 +56,34 @@ def main() -> None:
                 sum(range(200))
             slept = time.perf_counter()
             time.sleep(idle)
-            lateness.append(time.perf_counter() - slept - idle)
+            at = running_at[0]
+            if at is not None:
+                lateness[at].append(time.perf_counter() - slept - idle)
 
     threading.Thread(target=loop, daemon=True).start()
 
     def one_pass(snap: ClusterSnapshot, interval: float, timed: list[float]) -> None:
         sys.setswitchinterval(interval)
+        running_at[0] = interval
         cpu, wall = time.thread_time(), time.perf_counter()
         scheduler.run_pass(snap, backfill=True)
         timed.append((time.perf_counter() - wall) / (time.thread_time() - cpu))
+        running_at[0] = None
         sys.setswitchinterval(0.005)
 
-    out: dict[str, object] = {"cpu_model": cpu_model(), "busy_ms": ns.busy_ms}
-    for n, interval in enumerate(ns.intervals):
-        ratios: list[float] = []
-        lateness.clear()
-        for r in range(ns.rounds):
+    ratios: dict[float, list[float]] = {interval: [] for interval in ns.intervals}
+    for r in range(ns.rounds):  # (the intervals in turn each round: a load's drift on all)
+        for n, interval in enumerate(ns.intervals):
             running = tuple(workload.running)
-            snap = _snapshot(dataclasses.replace(workload, running=running), n * 100 + r + 1, None)
-            worker = threading.Thread(target=one_pass, args=(snap, interval, ratios))
+            snap = _snapshot(dataclasses.replace(workload, running=running), r * 100 + n + 1, None)
+            worker = threading.Thread(target=one_pass, args=(snap, interval, ratios[interval]))
             worker.start()
             worker.join()
-        late = sorted(lateness)
+    out: dict[str, object] = {"cpu_model": cpu_model(), "busy_ms": ns.busy_ms}
+    for interval in ns.intervals:
+        late = sorted(lateness[interval])
         out[str(interval)] = {
-            "wall_over_cpu": round(statistics.median(ratios), 2),
+            "wall_over_cpu": round(statistics.median(ratios[interval]), 2),
             "loop_late_p99_ms": round(late[int(0.99 * (len(late) - 1))] * 1000, 2),
         }
     stop.set()
