@@ -90,8 +90,8 @@ def job_list(body: bytes | str, fields: list[str], defaults: dict[str, Any]) -> 
     """The jobs of a job list of ``fields`` (``GET /v1/jobs?fields=``, with
     ``omit_defaults``: ``defaults`` those left out), read as ``records`` reads them: the
     same attributes, the same values. A long list is decoded by msgspec into a struct of
-    just ``fields`` (``TYPED_FROM_BYTES``); where msgspec is missing or refuses the body
-    (what the standard scanner reads and it does not, as ``NaN``; a job without a field
+    just ``fields`` (``TYPED_FROM_BYTES``); where msgspec refuses the body (what the
+    standard scanner reads and it does not, as ``NaN``; a job without a field
     it has no default for), ``records`` reads it, its errors its own."""
     if len(body) >= TYPED_FROM_BYTES:
         jobs = _job_structs(body, fields, defaults)
@@ -104,16 +104,14 @@ def job_list(body: bytes | str, fields: list[str], defaults: dict[str, Any]) -> 
 def _job_structs(
     body: bytes | str, fields: list[str], defaults: dict[str, Any]
 ) -> list[Any] | None:
-    """``job_list``'s jobs decoded by msgspec (None where it is missing or refuses the
-    body): each a struct of ``fields`` of any JSON value, ``defaults`` those of the fields
+    """``job_list``'s jobs decoded by msgspec (None where it refuses the body): each a
+    struct of ``fields`` of any JSON value, ``defaults`` those of the fields
     a job leaves out; unasked fields (an older server's every field) skipped unread; no
     cyclic garbage collection of them (they hold no cycle)."""
-    try:
-        import msgspec
-    except ImportError:  # (an install without it: the standard scanner)
-        return None
     import types
     from typing import Any
+
+    import msgspec
 
     kind = msgspec.defstruct(
         "JobFields",
