@@ -690,12 +690,11 @@ def _limit(seconds: float) -> float:
     return seconds if seconds > 0 else float("inf")
 
 
-# -S keys that sort by a number (the others by their column's text)
+# -S keys that sort by a number (the others by their column's text; the state's rank,
+# ``t`` and ``T``, is ``_state_rank`` itself: ``_sort_key``)
 _SORT_NUMBERS: dict[str, Callable[[JobInfo, float], float]] = {
     "i": lambda j, now: j.id,
     "A": lambda j, now: j.id,
-    "t": lambda j, now: _state_rank(j),
-    "T": lambda j, now: _state_rank(j),
     "p": lambda j, now: j.priority,
     "Q": lambda j, now: j.priority,
     "D": lambda j, now: j.node_count,
