@@ -47,11 +47,7 @@ from hal.core.job import Allocation, Job
 from hal.core.preemption import holding
 from hal.scheduler.framework.node_table import AllocationRows, BoolArray, IntArray, NodeTable
 from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.framework.start_bound import (  # (StartRowsMemo: named here as before)
-    Planned,
-    StartBound,
-    StartRowsMemo,
-)
+from hal.scheduler.framework.start_bound import Planned, StartBound, StartRowsMemo
 
 # ``start_rows`` materialises rows × nodes with events up to this many cells, else it
 # works per stretch of rows (``_block``). Measured on profiles captured from simulations
