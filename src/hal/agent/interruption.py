@@ -33,6 +33,7 @@ from datetime import datetime
 
 import httpx
 
+from hal.host.tls import verify_for
 from hal.wire.agent import InterruptionNotice
 
 log = logging.getLogger("hal.agent")
@@ -98,7 +99,10 @@ class NoticePoller:
         self.base_url = base_url.rstrip("/")
         self.interval_s = interval_s
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, timeout=TIMEOUT_S, transport=transport
+            base_url=self.base_url,
+            timeout=TIMEOUT_S,
+            transport=transport,
+            verify=verify_for(self.base_url),  # (plain HTTP: no CA bundle loaded)
         )
         self._token = ""
         self._token_until = 0.0  # monotonic

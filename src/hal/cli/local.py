@@ -28,6 +28,7 @@ from hal.cli.host_share import (
 )
 from hal.client.config import DEFAULT_PORT, load_client_config, store_token
 from hal.core.errors import InvalidRequest
+from hal.host.tls import verify_for
 
 if TYPE_CHECKING:
     from hal.api.server import HalServer
@@ -256,7 +257,7 @@ async def _keep_agents(
 
 async def _wait_healthy(url: str, serving: asyncio.Task[None], stop: asyncio.Event) -> bool:
     """True once the control plane answers; False when Ctrl-C (``stop``) came first."""
-    async with httpx.AsyncClient(timeout=2) as http:
+    async with httpx.AsyncClient(timeout=2, verify=verify_for(url)) as http:
         for _ in range(300):
             if stop.is_set():
                 return False

@@ -157,7 +157,7 @@ def server(tmp_path: Path, pki: Pki) -> Iterator[Server]:
 
 def test_a_client_trusts_the_site_ca_only_when_told(server: Server, pki: Pki) -> None:
     """Without HAL_CA_FILE (the system's CAs only) and with another CA's certificate the
-    command fails saying what to set; with the site CA it answers."""
+    command fails saying what to set; with the site CA it answers, and so does `hal htc`."""
     for ca in (None, str(pki.other / "ca.pem")):
         done = server.cli("sinfo", ca=ca)
         assert done.returncode != 0
@@ -166,6 +166,9 @@ def test_a_client_trusts_the_site_ca_only_when_told(server: Server, pki: Pki) ->
     done = server.cli("sinfo", ca=pki.ca)
     assert done.returncode == 0, done.stderr
     assert "debug*" in done.stdout
+    # the HTC client too (it used to trust certifi's CAs alone, never HAL_CA_FILE)
+    done = server.cli("htc", "sessions", ca=pki.ca)
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_certificate_for_another_host_is_refused(tmp_path: Path, pki: Pki) -> None:
