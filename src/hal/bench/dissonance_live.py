@@ -62,8 +62,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from hal.bench.replay_cost import cpu_model
 from hal.bench.slurm_peer import bench_work_dir
 from hal.client import HalClient
@@ -72,6 +70,7 @@ from hal.scheduler.plugins import DISSONANCE
 from hal.server.dissonance import FILE as MODEL_FILE
 from hal.server.dissonance import MIN_RUN_S
 from hal.server.profile import config_default_profile
+from hal.testing import http
 from hal.testing.live import LiveServer, stop_process, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -257,7 +256,7 @@ def ended(hal: HalClient, job_id: int) -> bool:
 
 def learnt(live: LiveServer) -> int:
     auth = {"Authorization": f"Bearer {live.token}"}
-    r = httpx.get(live.url + "/v1/harmonic/dissonance", headers=auth, timeout=10)
+    r = http.get(live.url + "/v1/harmonic/dissonance", headers=auth, timeout=10)
     return int(r.json()["outcomes_learnt"]) if r.status_code == 200 else -1
 
 

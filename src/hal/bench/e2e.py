@@ -17,10 +17,9 @@ import statistics
 import time
 from typing import Any
 
-import httpx
-
 from hal.bench.localup import cluster_cpu_seconds, local_cluster
 from hal.client import HalClient
+from hal.testing import http
 from hal.wire.jobs import JobSubmit
 
 TRUE = JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", stdout="/dev/null")
@@ -108,7 +107,7 @@ def run_hal(jobs: int, array: int, repeats: int, timeout: float = 300) -> dict[s
 
 
 def _revision(url: str) -> int:
-    return int(httpx.get(url + "/healthz", timeout=5).json()["revision"])
+    return int(http.get(url + "/healthz", timeout=5).json()["revision"])
 
 
 def run_e2e_bench(

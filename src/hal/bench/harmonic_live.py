@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from hal.api.server import HalServer
@@ -41,6 +40,7 @@ from hal.bench.replay_cost import cpu_model
 from hal.bench.slurm_peer import bench_work_dir
 from hal.client import HalClient
 from hal.scheduler.plugins import HARMONIC_WEIGHT
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -133,7 +133,7 @@ def job(script: str, name: str, workdir: Path, cpus: int = 1, **fields: Any) -> 
 
 def bytes_by_distance(url: str) -> dict[str, float]:
     """``hal_harmonic_bytes_total`` per ``distance`` label."""
-    text = httpx.get(url + "/metrics", timeout=10).text
+    text = http.get(url + "/metrics", timeout=10).text
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:

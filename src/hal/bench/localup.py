@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from hal.bench.slurm_peer import bench_work_dir
+from hal.testing import http
 from hal.testing.live import free_port, wait_until
 
 
@@ -77,7 +78,7 @@ def local_cluster(agents: int = 2, cpus_per_agent: int | None = None) -> Iterato
 
             def ready() -> bool:
                 try:
-                    return httpx.get(url + "/healthz", timeout=1).status_code == 200
+                    return http.get(url + "/healthz", timeout=1).status_code == 200
                 except httpx.HTTPError:
                     return False
 
@@ -87,7 +88,7 @@ def local_cluster(agents: int = 2, cpus_per_agent: int | None = None) -> Iterato
             headers = {"Authorization": f"Bearer {token}"}
 
             def agents_up() -> bool:
-                nodes = httpx.get(url + "/v1/nodes", headers=headers, timeout=5).json()["nodes"]
+                nodes = http.get(url + "/v1/nodes", headers=headers, timeout=5).json()["nodes"]
                 return bool(sum(n["state"] == "UP" for n in nodes) == agents)
 
             wait_until(agents_up, 60, message=f"{agents} agents")

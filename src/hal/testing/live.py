@@ -147,11 +147,13 @@ class LiveServer:
     def wait_ready(self, timeout: float = 20.0) -> None:
         import httpx
 
+        from hal.testing import http
+
         def healthy() -> bool:
             if self._error is not None:
                 raise RuntimeError("server failed to start") from self._error
             try:
-                return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+                return http.get(self.url + "/healthz", timeout=1).status_code == 200
             except httpx.HTTPError:
                 return False
 

@@ -15,6 +15,7 @@ import pytest
 from cachetree import ControlPlane
 
 from hal.cache.app import CONTRACT
+from hal.testing import http
 
 T0 = "2025-01-01T00:00:00Z"
 CODES = {400: "bad_request", 404: "not_found", 409: "already_exists"}
@@ -449,7 +450,7 @@ def test_bad_input_sweep(
 def test_the_running_plane_serves_the_contract_the_package_ships(cp: ControlPlane) -> None:
     """`hal cache control-plane` answers `GET /openapi.yaml` with the packaged contract,
     byte for byte (what schemathesis reads in test_schemathesis.py)."""
-    resp = httpx.get(f"http://127.0.0.1:{cp.port}/openapi.yaml", timeout=5.0)
+    resp = http.get(f"http://127.0.0.1:{cp.port}/openapi.yaml", timeout=5.0)
     assert resp.status_code == 200
     assert resp.headers["content-type"] == "application/yaml"
     assert resp.content == CONTRACT.read_bytes()

@@ -7,13 +7,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import httpx
 from cachetree import ControlPlane, Node, free_port, start_nodes
 from prometheus_client.parser import text_string_to_metric_families
 
+from hal.testing import http
+
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    text = http.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
@@ -59,10 +60,10 @@ def test_a_node_serves_its_own_hits_misses_bytes_and_memory(tmp_path: Path) -> N
         r = scrape(root_port)
         assert r[("hal_cache_hits_total", at(instance="root", tier="root"))] == 1
         assert r[("hal_cache_bytes_served_total", at(instance="root", tier="root"))] == 1000
-        assert httpx.get(f"http://127.0.0.1:{leaf_port}/other", timeout=5).status_code == 404
+        assert http.get(f"http://127.0.0.1:{leaf_port}/other", timeout=5).status_code == 404
         promtool = shutil.which("promtool")
         if promtool:
-            text = httpx.get(f"http://127.0.0.1:{leaf_port}/metrics", timeout=5).text
+            text = http.get(f"http://127.0.0.1:{leaf_port}/metrics", timeout=5).text
             check = subprocess.run(
                 [promtool, "check", "metrics"],
                 check=False,

@@ -37,6 +37,7 @@ from hal.cloud.local import LocalProvider
 from hal.cloud.provider import Launch
 from hal.core.node_groups import SPOT, NodeGroup
 from hal.core.resources import ResourceVector
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 from hal.wire.jobs import JobInfo
 
@@ -103,7 +104,7 @@ class Spot:
     def interrupt(self, node: str, ahead: float = 120) -> float:
         """Mark ``node``'s instance as EC2 marks a spot instance it takes back."""
         url = f"{self.record(node)['imds']}/hal/interrupt?in={ahead}"
-        answer = httpx.post(url, timeout=10)
+        answer = http.post(url, timeout=10)
         assert answer.status_code == 200, answer.text
         return float(answer.json()["time"])
 
@@ -261,12 +262,12 @@ def test_a_local_spot_instance_goes_at_its_notices_time(tmp_path: Path) -> None:
         # (just forked, it shows its parent's command line until it has exec'd)
         wait_until(lambda: "--interruption-notice" in agent.cmdline(), 20, message="exec")
         assert agent.cmdline()[agent.cmdline().index("--interruption-notice") + 1] == imds
-        answer = httpx.post(f"{imds}/hal/interrupt?in=1", timeout=10).json()
+        answer = http.post(f"{imds}/hal/interrupt?in=1", timeout=10).json()
         wait_until(lambda: provider.instances() == [], 20, message="the instance to go")
         assert not agent.is_running() or agent.status() == psutil.STATUS_ZOMBIE
         assert time.time() >= answer["time"]
         with pytest.raises(httpx.TransportError):  # its metadata service went with it
-            httpx.get(f"{imds}/latest/meta-data/instance-id", timeout=2)
+            http.get(f"{imds}/latest/meta-data/instance-id", timeout=2)
     finally:
         provider.remove(provider.instances())
 

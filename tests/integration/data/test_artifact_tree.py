@@ -22,7 +22,6 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from cachetree import ControlPlane, Node, registered, start_nodes, wait_for
 from prometheus_client.parser import text_string_to_metric_families
@@ -31,6 +30,7 @@ from hal.agent.artifacts import ArtifactCache
 from hal.agent.channel import HttpAgentChannel
 from hal.config.model import DataConfig
 from hal.server.artifact_tree import TREE_PIECE, piece_key
+from hal.testing import http
 from hal.testing.live import LiveServer
 from hal.wire.agent import ArtifactPin
 
@@ -61,7 +61,7 @@ def tree(tmp_path: Path) -> Iterator[tuple[ControlPlane, dict[str, Node]]]:
 
 def _served(live: LiveServer) -> dict[str, float]:
     """``hal_artifact_served_bytes_total`` by ``to``."""
-    text = httpx.get(f"{live.url}/metrics", timeout=10).text
+    text = http.get(f"{live.url}/metrics", timeout=10).text
     return {
         s.labels["to"]: s.value
         for family in text_string_to_metric_families(text)
@@ -104,7 +104,7 @@ def test_nodes_get_an_artifact_through_the_tree_once(
 
         def routed(node: str) -> bool:
             path = f"{live.url}/v1/agent/artifacts/{digest}/route"
-            got = httpx.get(path, params={"node": node}, headers=auth, timeout=30).json()
+            got = http.get(path, params={"node": node}, headers=auth, timeout=30).json()
             return bool(got["cache"])
 
         for node_name in LEAVES:  # the server has read the tree

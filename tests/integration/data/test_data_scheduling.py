@@ -22,13 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from cachetree import ControlPlane, Node, start_nodes, wait_for
 
 from hal.client import HalClient
 from hal.config.model import DataConfig
 from hal.scheduler.plugins import default_profile
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -250,7 +250,7 @@ def test_cache_hits_misses_and_bytes_moved_reach_status_and_metrics(dc: DataClus
     row = next(line.split() for line in text.splitlines() if line.startswith("node1 "))
     assert row[1:4] == ["leaf", str(after["node1"]["hits"]), str(after["node1"]["misses"])]
 
-    metrics = httpx.get(dc.server.url + "/metrics", timeout=10).text
+    metrics = http.get(dc.server.url + "/metrics", timeout=10).text
     assert f'hal_cache_hits_total{{instance="node1",tier="leaf"}} {after["node1"]["hits"]}' in (
         metrics.replace(".0\n", "\n")
     )

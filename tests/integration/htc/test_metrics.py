@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from hal import htc
 from hal.htc import HtcClient
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def scrape(server: LiveServer) -> Samples:
-    text = httpx.get(server.url + "/metrics", timeout=5).text
+    text = http.get(server.url + "/metrics", timeout=5).text
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)

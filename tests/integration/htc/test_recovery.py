@@ -8,12 +8,11 @@ import socket
 from pathlib import Path
 from typing import cast
 
-import httpx
-
 from hal.api.server import HalServer
 from hal.htc import HtcClient
 from hal.htc import protocol as p
 from hal.htc.rest import SessionTicket
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 
 SLEEP = "hal.htc.examples:sleep_ms"
@@ -95,7 +94,7 @@ def test_outcomes_never_acknowledged_before_the_kill_all_reach_the_reattached_cl
     and gets part of them resent right behind the welcome (the frames that used to be
     dropped with the client's first read)."""
     s = hc.open_session(SLEEP, max_workers=2, journal=True)
-    response = httpx.post(
+    response = http.post(
         f"{server.url}/v1/htc/sessions/{s.id}/attach",
         headers={"Authorization": f"Bearer {server.token}"},
     )

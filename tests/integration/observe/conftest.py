@@ -16,6 +16,7 @@ import httpx
 import pytest
 from conftest_helpers import finished
 
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, stop_process, wait_until
 
 
@@ -99,7 +100,7 @@ def prometheus(live: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> It
 
         def target_up() -> bool:
             try:
-                r = httpx.get(url + "/api/v1/targets", timeout=2).json()
+                r = http.get(url + "/api/v1/targets", timeout=2).json()
             except (httpx.HTTPError, ValueError):
                 return False
             return any(t["health"] == "up" for t in r["data"]["activeTargets"])

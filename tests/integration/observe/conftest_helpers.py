@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 # the dashboard's tests: Debian's chromium, headless, driven by Playwright
@@ -26,7 +26,7 @@ BROWSER_MARKS = [
 
 
 def query(prom: str, expr: str) -> dict[str, Any]:
-    r = httpx.get(prom + "/api/v1/query", params={"query": expr, "time": time.time()}, timeout=5)
+    r = http.get(prom + "/api/v1/query", params={"query": expr, "time": time.time()}, timeout=5)
     body: dict[str, Any] = r.json()
     return body
 

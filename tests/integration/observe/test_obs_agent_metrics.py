@@ -14,6 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, stop_process, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -36,7 +37,7 @@ def agent_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Li
 
 
 def scrape(url: str) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
-    text = httpx.get(url, timeout=5).text
+    text = http.get(url, timeout=5).text
     values = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:

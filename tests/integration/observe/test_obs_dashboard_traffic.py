@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import pytest
 from conftest_helpers import ARGS, BROWSER_MARKS, CHROMIUM
 
 from hal.config.model import PartitionConfig
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -52,7 +52,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def post(live: LiveServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
     auth = {"Authorization": f"Bearer {live.agent_token}"}
-    r = httpx.post(live.url + path, json=body, headers=auth, timeout=30)
+    r = http.post(live.url + path, json=body, headers=auth, timeout=30)
     assert r.status_code == 200, r.text
     reply: dict[str, Any] = r.json()
     return reply
@@ -292,11 +292,11 @@ def test_the_tabs_endpoint_says_when_it_left_edges_out_and_refuses_an_unknown_vi
     page.wait_for_selector("#traffic-graph text.edge-label")  # the traffic is in
     auth = {"Authorization": f"Bearer {live.token}"}
     url = live.url + "/v1/observe/traffic"
-    strongest = httpx.get(url, params={"limit": 1}, headers=auth, timeout=10).json()
+    strongest = http.get(url, params={"limit": 1}, headers=auth, timeout=10).json()
     assert len(strongest["edges"]) == 1 and strongest["more"] is True
     assert len(strongest["nodes"]) == 2
-    every = httpx.get(url, params={"limit": 2}, headers=auth, timeout=10).json()
+    every = http.get(url, params={"limit": 2}, headers=auth, timeout=10).json()
     assert len(every["edges"]) == 2 and every["more"] is False
     assert every["partitions"] == ["batch", "debug"]
-    wrong = httpx.get(url, params={"view": "hosts"}, headers=auth, timeout=10)
+    wrong = http.get(url, params={"view": "hosts"}, headers=auth, timeout=10)
     assert wrong.status_code == 400 and "jobs or workloads" in wrong.text

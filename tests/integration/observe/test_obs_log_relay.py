@@ -18,9 +18,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer, stop_process, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -131,7 +131,7 @@ def test_logs_of_a_finished_job_come_from_its_agent(scratch: Scratch) -> None:
     live = scratch.live
     auth = {"Authorization": f"Bearer {live.token}"}
     url = f"{live.url}/v1/jobs/{job_id}/output"
-    with httpx.stream("GET", url, params={"tail_bytes": 10}, headers=auth, timeout=30) as r:
+    with http.stream("GET", url, params={"tail_bytes": 10}, headers=auth, timeout=30) as r:
         assert r.status_code == 200 and r.headers["Hal-Output-Source"] == "agent"
         assert r.read() == EXPECTED[-10:]
 

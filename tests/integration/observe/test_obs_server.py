@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
 from hal.observe import traceids
+from hal.testing import http
 from hal.testing.live import LiveServer, stop_process, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -27,7 +27,7 @@ def auth(live: LiveServer) -> dict[str, str]:
 def test_metrics_endpoint_counts_the_job_and_passes_promtool(
     live: LiveServer, completed_job: tuple[int, Path]
 ) -> None:
-    text = httpx.get(live.url + "/metrics", timeout=5).text
+    text = http.get(live.url + "/metrics", timeout=5).text
     assert 'hal_jobs_finished_total{partition="debug",state="completed"}' in text
     assert 'hal_node_cpus{node="node1",state="idle"}' in text
     assert "hal_build_info{" in text and "_created" not in text
@@ -75,7 +75,7 @@ def test_logs_of_another_users_job_are_refused(
     job_id, _ = completed_job
     with live.client() as c:
         token = c.add_user("bob").token  # type: ignore[attr-defined]
-    r = httpx.get(f"{live.url}/v1/jobs/{job_id}/output",
+    r = http.get(f"{live.url}/v1/jobs/{job_id}/output",
                   headers={"Authorization": f"Bearer {token}"}, timeout=5)  # fmt: skip
     assert r.status_code == 403
 
@@ -83,23 +83,23 @@ def test_logs_of_another_users_job_are_refused(
 def test_dashboard_data_endpoints(live: LiveServer, completed_job: tuple[int, Path]) -> None:
     job_id, _ = completed_job
     h = auth(live)
-    overview = httpx.get(live.url + "/v1/observe/overview", headers=h, timeout=5).json()
+    overview = http.get(live.url + "/v1/observe/overview", headers=h, timeout=5).json()
     assert [n["name"] for n in overview["nodes"]] == ["node1"]
     assert "fairshare" not in overview  # its tab reads /v1/shares
-    queue = httpx.get(live.url + "/v1/observe/queue", params={"state": "ALL", "q": "tracejob"},
+    queue = http.get(live.url + "/v1/observe/queue", params={"state": "ALL", "q": "tracejob"},
                       headers=h, timeout=5).json()  # fmt: skip
     assert [j["id"] for j in queue["jobs"]] == [job_id]
-    detail = httpx.get(f"{live.url}/v1/observe/jobs/{job_id}", headers=h, timeout=5).json()
+    detail = http.get(f"{live.url}/v1/observe/jobs/{job_id}", headers=h, timeout=5).json()
     events = [e["event"] for e in detail["timeline"]]
     assert events[0] == "submitted" and events[-1] == "completed" and "started" in events
     assert len(detail["trace_id"]) == 32
-    assert httpx.get(live.url + "/ui", timeout=5).text.startswith("<!doctype html>")
-    assert httpx.get(live.url + "/v1/observe/overview", timeout=5).status_code == 401
+    assert http.get(live.url + "/ui", timeout=5).text.startswith("<!doctype html>")
+    assert http.get(live.url + "/v1/observe/overview", timeout=5).status_code == 401
 
 
 def scraped(live: LiveServer, name: str) -> float:
     """The sum of ``name``'s samples on the server's /metrics (0 when it has none)."""
-    text = httpx.get(live.url + "/metrics", timeout=5).text
+    text = http.get(live.url + "/metrics", timeout=5).text
     return sum(
         s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name
     )
@@ -155,13 +155,13 @@ def test_a_dead_agent_fires_node_down_to_the_webhook_and_the_alert_list(
     wait_until(fired, 20, 0.2, "HalNodeDown for node2 at the webhook")
     body = next(b for b in receiver.bodies if b["alerts"][0]["labels"].get("node") == "node2")
     assert body["alerts"][0]["labels"]["alertname"] == "HalNodeDown"
-    listed = httpx.get(live.url + "/v1/alerts", headers=auth(live), timeout=5).json()
+    listed = http.get(live.url + "/v1/alerts", headers=auth(live), timeout=5).json()
     assert any(a["name"] == "HalNodeDown" and a["labels"] == {"node": "node2"}
                for a in listed["alerts"])  # fmt: skip
 
     def down_for() -> float:
         """How long node2 has been down, as its firing alert's summary says."""
-        listed = httpx.get(live.url + "/v1/alerts", headers=auth(live), timeout=5).json()
+        listed = http.get(live.url + "/v1/alerts", headers=auth(live), timeout=5).json()
         (alert,) = [a for a in listed["alerts"] if a["labels"] == {"node": "node2"}]
         return float(re.search(r"for (\d+) s", alert["summary"]).group(1))  # type: ignore[union-attr]
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 
 def post(live: LiveServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
     auth = {"Authorization": f"Bearer {live.token}"}
-    r = httpx.post(live.url + path, json=body, headers=auth, timeout=30)
+    r = http.post(live.url + path, json=body, headers=auth, timeout=30)
     assert r.status_code in (200, 201), r.text
     reply: dict[str, Any] = r.json()
     return reply

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
-import httpx
 import pytest
 
 from hal.agent.channel import AgentChannel
@@ -28,6 +27,7 @@ from hal.agent.interruption import (
     parse_time,
 )
 from hal.agent.shell import AgentShell
+from hal.testing import http
 from hal.testing.imds import ImdsStandIn, ec2_time
 from hal.testing.live import free_port
 from hal.wire.agent import InterruptionNotice
@@ -54,17 +54,17 @@ def test_the_stand_in_wants_an_imdsv2_token(imds: ImdsStandIn) -> None:
     """As EC2 with HttpTokens=required: no token (or a made-up one) is 401, a PUT without
     a TTL 400; with a token, 404 until a notice."""
     url = imds.url
-    assert httpx.get(url + ACTION_PATH).status_code == 401
-    assert httpx.get(url + ACTION_PATH, headers={TOKEN_HEADER: "made-up"}).status_code == 401
-    assert httpx.put(url + TOKEN_PATH).status_code == 400
-    assert httpx.put(url + TOKEN_PATH, headers={TTL_HEADER: "21601"}).status_code == 400
-    token = httpx.put(url + TOKEN_PATH, headers={TTL_HEADER: "60"}).text
-    assert httpx.get(url + ACTION_PATH, headers={TOKEN_HEADER: token}).status_code == 404
+    assert http.get(url + ACTION_PATH).status_code == 401
+    assert http.get(url + ACTION_PATH, headers={TOKEN_HEADER: "made-up"}).status_code == 401
+    assert http.put(url + TOKEN_PATH).status_code == 400
+    assert http.put(url + TOKEN_PATH, headers={TTL_HEADER: "21601"}).status_code == 400
+    token = http.put(url + TOKEN_PATH, headers={TTL_HEADER: "60"}).text
+    assert http.get(url + ACTION_PATH, headers={TOKEN_HEADER: token}).status_code == 404
     when = imds.interrupt("terminate", 120)
-    action = httpx.get(url + ACTION_PATH, headers={TOKEN_HEADER: token})
+    action = http.get(url + ACTION_PATH, headers={TOKEN_HEADER: token})
     assert action.json() == {"action": "terminate", "time": ec2_time(when)}
     assert 118 <= when - time.time() <= 121
-    legacy = httpx.get(
+    legacy = http.get(
         url + "/latest/meta-data/spot/termination-time", headers={TOKEN_HEADER: token}
     )
     assert legacy.text == ec2_time(when)

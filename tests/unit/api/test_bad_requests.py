@@ -13,6 +13,7 @@ from json import dumps
 import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 SCRIPT = {"script": "#!/bin/sh\ntrue\n", "workdir": "/tmp"}
@@ -37,7 +38,7 @@ def call(
     if json is not None:
         content = dumps(json).encode()  # NaN and Infinity as Python writes them
     headers = {"Authorization": f"Bearer {server.token}", "Content-Type": content_type}
-    return httpx.request(method, server.url + path, headers=headers, content=content, timeout=10)
+    return http.request(method, server.url + path, headers=headers, content=content, timeout=10)
 
 
 def refused(r: httpx.Response, status: int, field: str | None, *words: str) -> None:
@@ -276,7 +277,7 @@ def test_the_openapi_document_says_what_errors_look_like(server: LiveServer) -> 
     its refusals as Problems; the event stream, job output and artifacts their own media
     types (each was documented as JSON), a publish both its 201 and its 200: a client
     generated from the document, and the fuzzing run, rely on it."""
-    doc = httpx.get(f"{server.url}/openapi.json", timeout=120).json()  # built at first ask
+    doc = http.get(f"{server.url}/openapi.json", timeout=120).json()  # built at first ask
     assert "HTTPValidationError" not in doc["components"]["schemas"]
     problem = {"$ref": "#/components/schemas/Problem"}
     for path, item in doc["paths"].items():

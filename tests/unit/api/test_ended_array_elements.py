@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 SCRIPT = {"script": "#!/bin/sh\necho element\n", "workdir": "/tmp"}
@@ -34,7 +35,7 @@ def ended(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer
 
 def call(server: LiveServer, method: str, path: str, json: object = None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {server.token}"}
-    return httpx.request(method, server.url + path, headers=headers, json=json, timeout=10)
+    return http.request(method, server.url + path, headers=headers, json=json, timeout=10)
 
 
 def test_show_finds_an_ended_element_past_the_first(ended: tuple[LiveServer, int]) -> None:

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from hal.config.model import PartitionConfig
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 SCRIPT = {"script": "#!/bin/sh\ntrue\n", "workdir": "/tmp"}
@@ -28,7 +29,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 def call(server: LiveServer, method: str, path: str, token: str, json: object) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
-    return httpx.request(method, server.url + path, headers=headers, json=json, timeout=10)
+    return http.request(method, server.url + path, headers=headers, json=json, timeout=10)
 
 
 def test_a_job_moved_to_a_lower_tier_does_not_keep_its_old_priority(server: LiveServer) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 
@@ -20,7 +21,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 def call(server: LiveServer, method: str, path: str, token: str, **kw: object) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
-    return httpx.request(method, server.url + path, headers=headers, timeout=10, **kw)  # type: ignore[arg-type]
+    return http.request(method, server.url + path, headers=headers, timeout=10, **kw)  # type: ignore[arg-type]
 
 
 def test_a_deleted_users_token_is_refused_and_their_jobs_kept(server: LiveServer) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 
@@ -20,7 +21,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 def call(server: LiveServer, method: str, path: str, token: str) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
-    return httpx.request(method, server.url + path, headers=headers, timeout=10)
+    return http.request(method, server.url + path, headers=headers, timeout=10)
 
 
 def test_a_new_token_works_and_the_old_one_is_refused_at_once(server: LiveServer) -> None:
@@ -58,5 +59,5 @@ def test_an_unknown_user_is_not_found_and_names_the_list(server: LiveServer) -> 
 
 def test_the_route_is_in_the_openapi_document(server: LiveServer) -> None:
     # the document is built at the first ask, which takes seconds on a loaded machine
-    paths = httpx.get(server.url + "/openapi.json", timeout=120).json()["paths"]
+    paths = http.get(server.url + "/openapi.json", timeout=120).json()["paths"]
     assert "post" in paths["/v1/users/{name}/token"]

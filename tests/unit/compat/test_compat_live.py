@@ -10,10 +10,10 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.compat.commands import run
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 
 # psij-python 0.9.11's SlurmJobExecutor._REASONS_MAP: a FAILED job (F, NF, TO, OOM...)
@@ -56,7 +56,7 @@ def quick_timeout(tmp_path: Path) -> Iterator[LiveServer]:
 
 
 def register(server: LiveServer, name: str) -> None:
-    done = httpx.post(
+    done = http.post(
         server.url + "/v1/agent/register",
         headers={"Authorization": f"Bearer {server.token}"},
         json={"node": name, "cpus": 2, "memory_bytes": 2**31},

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 NVML_NAME = "NVIDIA H100 80GB HBM3"
@@ -19,7 +19,7 @@ NVML_NAME = "NVIDIA H100 80GB HBM3"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with LiveServer(tmp_path_factory.mktemp("srv")) as live:
-        registered = httpx.post(
+        registered = http.post(
             live.url + "/v1/agent/register",
             headers={"Authorization": f"Bearer {live.token}"},
             json={

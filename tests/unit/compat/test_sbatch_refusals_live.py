@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.core.priority import Account, PriorityPolicy, Qos, UserAccount
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 FAILED = "sbatch: error: Batch job submission failed: "
@@ -24,7 +24,7 @@ POLICY = PriorityPolicy(
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with LiveServer(tmp_path_factory.mktemp("srv"), config_overrides={"priority": POLICY}) as live:
-        registered = httpx.post(
+        registered = http.post(
             live.url + "/v1/agent/register",
             headers={"Authorization": f"Bearer {live.token}"},
             json={"node": "a1", "cpus": 8, "memory_bytes": 2**34, "gpus": 2, "gpu_model": "a100"},

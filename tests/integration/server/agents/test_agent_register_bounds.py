@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import itertools
 
-import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 # one server per store serves every case (``each_store_shared``): each registers its own node
@@ -38,11 +38,11 @@ def test_a_registration_that_cannot_be_stored_is_refused(
     name = f"n{next(NODE_NUMBERS)}"  # a node the server has not seen, as on a fresh one
     auth = {"Authorization": f"Bearer {live.token}"}
     body = {"node": name, "cpus": 2, "memory_bytes": 2**31, **extra}
-    r = httpx.post(live.url + "/v1/agent/register", json=body, headers=auth, timeout=10)
+    r = http.post(live.url + "/v1/agent/register", json=body, headers=auth, timeout=10)
     assert (r.status_code, r.json()["field"]) == (400, field)
     ok = {"node": name, "cpus": 2**31 - 1, "memory_bytes": 2**31, "gpus": 1, "gpu_model": "x" * 256}
     ok["features"] = ["a100", "ib", "nvme:3.2T", "x" * 128]
-    registered = httpx.post(live.url + "/v1/agent/register", json=ok, headers=auth)
+    registered = http.post(live.url + "/v1/agent/register", json=ok, headers=auth)
     assert registered.status_code == 200
-    node = httpx.get(f"{live.url}/v1/nodes/{name}", headers=auth).json()
+    node = http.get(f"{live.url}/v1/nodes/{name}", headers=auth).json()
     assert node["features"] == ok["features"]

@@ -9,8 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
-
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -19,7 +18,7 @@ SCRIPT = "#!/bin/sh\nsleep 600\n"
 
 def post(live: LiveServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
     auth = {"Authorization": f"Bearer {live.token}"}
-    r = httpx.post(live.url + path, json=body, headers=auth, timeout=30)
+    r = http.post(live.url + path, json=body, headers=auth, timeout=30)
     assert r.status_code == 200, r.text
     reply: dict[str, Any] = r.json()
     return reply

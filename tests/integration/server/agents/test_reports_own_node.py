@@ -8,13 +8,14 @@ from typing import Any
 
 import httpx
 
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
 
 def post(live: LiveServer, path: str, body: dict[str, Any]) -> httpx.Response:
     auth = {"Authorization": f"Bearer {live.token}"}
-    return httpx.post(live.url + path, json=body, headers=auth, timeout=30)
+    return http.post(live.url + path, json=body, headers=auth, timeout=30)
 
 
 def test_a_report_through_another_nodes_channel_is_ignored(each_store: LiveServer) -> None:

@@ -12,12 +12,13 @@ import psycopg
 import pytest
 
 from hal.api.server import HalServer
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 
 def call(live: LiveServer, method: str, path: str, token: str) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
-    return httpx.request(method, live.url + path, headers=headers, timeout=10)
+    return http.request(method, live.url + path, headers=headers, timeout=10)
 
 
 @pytest.mark.parametrize(

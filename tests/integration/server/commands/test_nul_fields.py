@@ -4,9 +4,9 @@ failed there with a 500 (the script and the name) or stored it (the rest)."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 SCRIPT = "#!/bin/sh\necho hi\n"
@@ -28,25 +28,25 @@ def test_a_nul_in_a_submission_is_refused_naming_the_field(
 ) -> None:
     live = each_store_shared  # its tests store no job: each is refused
     auth = {"Authorization": f"Bearer {live.token}"}
-    r = httpx.post(live.url + "/v1/jobs", json=body, headers=auth, timeout=10)
+    r = http.post(live.url + "/v1/jobs", json=body, headers=auth, timeout=10)
     assert r.status_code == 400, r.text
     problem = r.json()
     assert problem["field"] == field
     assert "NUL character" in problem["detail"]
-    batch = httpx.post(live.url + "/v1/jobs/batch", json={"jobs": [body]}, headers=auth)
+    batch = http.post(live.url + "/v1/jobs/batch", json={"jobs": [body]}, headers=auth)
     assert (batch.status_code, batch.json()["field"]) == (400, f"jobs[0].{field}")
-    listed = httpx.get(live.url + "/v1/jobs", headers=auth).json()
+    listed = http.get(live.url + "/v1/jobs", headers=auth).json()
     assert listed["jobs"] == []  # nothing half-stored
 
 
 def test_a_nul_in_an_update_is_refused(each_store: LiveServer) -> None:
     auth = {"Authorization": f"Bearer {each_store.token}"}
-    job = httpx.post(
+    job = http.post(
         each_store.url + "/v1/jobs", json={"script": SCRIPT, "hold": True}, headers=auth
     ).json()["job_id"]
-    r = httpx.patch(f"{each_store.url}/v1/jobs/{job}", json={"name": "x\x00"}, headers=auth)
+    r = http.patch(f"{each_store.url}/v1/jobs/{job}", json={"name": "x\x00"}, headers=auth)
     assert (r.status_code, r.json()["field"]) == (400, "name")
-    shown = httpx.get(f"{each_store.url}/v1/jobs/{job}", headers=auth).json()
+    shown = http.get(f"{each_store.url}/v1/jobs/{job}", headers=auth).json()
     assert "\x00" not in shown["name"]
 
 
@@ -58,6 +58,6 @@ def test_an_environment_name_a_process_cannot_take_is_refused(
     failed on the node."""
     auth = {"Authorization": f"Bearer {each_store_shared.token}"}
     body = {"script": SCRIPT, "environment": {name: "x"}}
-    r = httpx.post(each_store_shared.url + "/v1/jobs", json=body, headers=auth, timeout=10)
+    r = http.post(each_store_shared.url + "/v1/jobs", json=body, headers=auth, timeout=10)
     assert (r.status_code, r.json()["field"]) == (400, "environment")
     assert repr(name) in r.json()["detail"]

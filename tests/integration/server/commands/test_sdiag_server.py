@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.scheduler.plugins import default_profile
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -46,7 +46,7 @@ def _value(text: str, label: str) -> int:
 
 
 def _metric(live: LiveServer, name: str) -> float:
-    body = httpx.get(live.url + "/metrics", timeout=5).text
+    body = http.get(live.url + "/metrics", timeout=5).text
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in body.splitlines()

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 
 BASE = "/slurm/v0.0.45"
@@ -211,7 +212,7 @@ def test_hals_wire_bounds_refuse_what_v1_refuses(
     before = len(rest.get("/jobs/").json()["jobs"])
     body = {"script": "#!/bin/sh\ntrue\n", "workdir": str(tmp_path), **native}
     headers = {"Authorization": f"Bearer {live.token}"}
-    got = httpx.post(live.url + "/v1/jobs", json=body, headers=headers, timeout=10)
+    got = http.post(live.url + "/v1/jobs", json=body, headers=headers, timeout=10)
     assert got.status_code == 400, got.text
     why = got.json()["detail"].split(": ", 1)[1]
     job = {"current_working_directory": str(tmp_path), **facade}
@@ -231,10 +232,10 @@ def test_a_users_negative_nice_is_refused_as_v1_refuses_it(
     token = live.add_users("nicer")["nicer"]
     headers = {"Authorization": f"Bearer {token}"}
     body = {"script": "#!/bin/sh\ntrue\n", "workdir": str(tmp_path), "nice": -5}
-    got = httpx.post(live.url + "/v1/jobs", json=body, headers=headers, timeout=10)
+    got = http.post(live.url + "/v1/jobs", json=body, headers=headers, timeout=10)
     assert got.status_code == 403, got.text
     job = {"current_working_directory": str(tmp_path), "nice": -5}
-    got = httpx.post(
+    got = http.post(
         live.url + BASE + "/job/submit",
         json={"script": "#!/bin/sh\ntrue\n", "job": job},
         headers={"X-SLURM-USER-TOKEN": token},
@@ -245,9 +246,7 @@ def test_a_users_negative_nice_is_refused_as_v1_refuses_it(
     assert entry["error_number"] == 2002
     assert (
         entry["description"]
-        == httpx.post(live.url + "/v1/jobs", json=body, headers=headers, timeout=10).json()[
-            "detail"
-        ]
+        == http.post(live.url + "/v1/jobs", json=body, headers=headers, timeout=10).json()["detail"]
     )
 
 
@@ -274,12 +273,12 @@ def test_auth_failures_are_401_in_the_envelope(live: LiveServer) -> None:
         {"X-SLURM-USER-NAME": "mallory", "X-SLURM-USER-TOKEN": live.token},
     ]
     for headers in cases:
-        got = httpx.get(url, headers=headers, timeout=5)
+        got = http.get(url, headers=headers, timeout=5)
         assert got.status_code == 401, (headers, got.text)
         body = got.json()
         _envelope(body)
         assert body["errors"][0]["error_number"] == 1007
-    ok = httpx.get(url, headers={"Authorization": f"Bearer {live.token}"}, timeout=5)
+    ok = http.get(url, headers={"Authorization": f"Bearer {live.token}"}, timeout=5)
     assert ok.status_code == 200
 
 

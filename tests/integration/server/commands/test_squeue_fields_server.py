@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from hal.client import HalClient
 from hal.compat.commands import run
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobInfo
 
@@ -111,7 +111,7 @@ def test_squeue_prints_the_same_with_the_fields_it_asks_for(
 
 def test_the_list_sends_the_fields_named_and_refuses_unknown_ones(live: LiveServer) -> None:
     auth = {"Authorization": f"Bearer {live.token}"}
-    got = httpx.get(
+    got = http.get(
         f"{live.url}/v1/jobs", params={"fields": "id,state", "all": "true"}, headers=auth
     )
     assert got.status_code == 200
@@ -119,11 +119,11 @@ def test_the_list_sends_the_fields_named_and_refuses_unknown_ones(live: LiveServ
     assert listed and all(job.keys() == {"id", "state"} for job in listed)
     records = live.client().jobs(include_finished=True, validate=False, fields=["display_id"])
     assert records and all(vars(r).keys() == {"display_id"} for r in records)
-    refused = httpx.get(f"{live.url}/v1/jobs", params={"fields": "id,colour"}, headers=auth)
+    refused = http.get(f"{live.url}/v1/jobs", params={"fields": "id,colour"}, headers=auth)
     assert refused.status_code == 400
     problem = refused.json()
     assert "colour" in problem["detail"] and "display_id" in problem["detail"]
-    history = httpx.get(
+    history = http.get(
         f"{live.url}/v1/jobs", params={"fields": "id,steps", "history": "true"}, headers=auth
     )
     assert history.status_code == 200
@@ -134,16 +134,16 @@ def test_omit_defaults_leaves_out_what_the_schema_says_is_the_default(live: Live
     """``omit_defaults=true`` (ADR 0028): every job of the queue and of history less
     the fields at the default the OpenAPI document gives, the others as without it."""
     auth = {"Authorization": f"Bearer {live.token}"}
-    schema = httpx.get(f"{live.url}/openapi.json", timeout=120).json()
+    schema = http.get(f"{live.url}/openapi.json", timeout=120).json()
     props = schema["components"]["schemas"]["JobInfoFields"]["properties"]
     defaults = {name: prop["default"] for name, prop in props.items() if "default" in prop}
     assert {"start_time", "nodes", "array_job_id", "steps"} <= defaults.keys()
     fields = "id,state,start_time,end_time,nodes,array_job_id,priority,steps"
     for extra in ({"all": "true"}, {"history": "true"}):
         params = {"fields": fields, **extra}
-        full = httpx.get(f"{live.url}/v1/jobs", params=params, headers=auth).json()["jobs"]
+        full = http.get(f"{live.url}/v1/jobs", params=params, headers=auth).json()["jobs"]
         params["omit_defaults"] = "true"
-        some = httpx.get(f"{live.url}/v1/jobs", params=params, headers=auth).json()["jobs"]
+        some = http.get(f"{live.url}/v1/jobs", params=params, headers=auth).json()["jobs"]
         assert full and len(some) == len(full)
         for short, whole in zip(some, full, strict=True):
             assert {**{k: defaults[k] for k in whole if k not in short}, **short} == whole

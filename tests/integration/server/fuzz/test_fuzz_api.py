@@ -43,6 +43,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 
 # minutes of requests on 2 cores: CI runs them (CI=true), `make test` with HAL_SLOW=1
@@ -63,7 +64,7 @@ def _leader(tmp_path: Path, db_url: str | None) -> Iterator[LiveServer]:
         live.add_users(SPARE)
         # the document is built at the first ask, seconds on a loaded machine: not on
         # schemathesis' clock
-        httpx.get(f"{live.url}/openapi.json", timeout=120).raise_for_status()
+        http.get(f"{live.url}/openapi.json", timeout=120).raise_for_status()
         yield live
 
 
@@ -144,7 +145,7 @@ def test_the_rest_api_answers_every_case_as_documented(
     # the run kept its administrator: a token replaced under it would have made every
     # case after that a 401 (fuzz_hooks.py)
     auth = {"Authorization": f"Bearer {live.token}"}
-    me = httpx.get(f"{live.url}/v1/users/me", headers=auth, timeout=30)
+    me = http.get(f"{live.url}/v1/users/me", headers=auth, timeout=30)
     assert me.status_code == 200, me.text
 
 
@@ -173,14 +174,14 @@ def test_a_standby_answers_every_case_without_a_server_error_or_a_write(
             def standing_by() -> bool:
                 assert standby.poll() is None, (tmp_path / "standby.log").read_text()
                 try:
-                    return bool(httpx.get(f"{url}/v1/ha", timeout=2).json()["role"] == "standby")
+                    return bool(http.get(f"{url}/v1/ha", timeout=2).json()["role"] == "standby")
                 except httpx.HTTPError:
                     return False
 
             wait_until(standing_by, 120, message="the second server to stand by")
             auth = {"Authorization": f"Bearer {live.token}"}
             before = [
-                httpx.get(f"{live.url}{path}", headers=auth, timeout=30).json()
+                http.get(f"{live.url}{path}", headers=auth, timeout=30).json()
                 for path in ("/v1/jobs", "/v1/users", "/v1/partitions")
             ]
             run = fuzz(
@@ -197,7 +198,7 @@ def test_a_standby_answers_every_case_without_a_server_error_or_a_write(
             )
             assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
             after = [
-                httpx.get(f"{live.url}{path}", headers=auth, timeout=30).json()
+                http.get(f"{live.url}{path}", headers=auth, timeout=30).json()
                 for path in ("/v1/jobs", "/v1/users", "/v1/partitions")
             ]
             assert after == before

@@ -9,8 +9,7 @@ import json
 import os
 from pathlib import Path
 
-import httpx
-
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 
 STAND_IN = str(Path(__file__).parents[3] / "data" / "nvml")
@@ -31,7 +30,7 @@ def test_gpu_problems_drain_the_node_until_they_are_gone(tmp_path: Path) -> None
                 return found[0] if found else ("", "")
 
             def problems() -> str:
-                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+                text = http.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
                 found = [line for line in text.splitlines() if line.startswith("hal_agent_gpu_p")]
                 return found[0].split()[-1] if found else ""
 
@@ -41,14 +40,14 @@ def test_gpu_problems_drain_the_node_until_they_are_gone(tmp_path: Path) -> None
             reason = "gpu health: GPU 1 has 2 uncorrectable ECC errors since the driver loaded"
             assert node() == ("DRAIN", reason)
             assert problems() == "1.0"
-            server_metrics = httpx.get(s.url + "/metrics", timeout=5).text
+            server_metrics = http.get(s.url + "/metrics", timeout=5).text
             assert 'hal_node_gpu_problems{node="gpu1"} 1.0' in server_metrics
             sinfo = s.cli("sinfo", "-N", "-h", "-o", "%N|%t|%E")
             assert sinfo.stdout.strip() == f"gpu1|drain|{reason}", sinfo
             wait_until(
                 lambda: any(
                     a["name"] == "HalGpuUnhealthy"
-                    for a in httpx.get(
+                    for a in http.get(
                         s.url + "/v1/alerts",
                         headers={"Authorization": f"Bearer {s.token}"},
                         timeout=5,

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from hal.core.errors import InvalidRequest, NotFound, Unauthenticated
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -28,7 +29,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 def test_requests_without_a_valid_token_are_refused(server: LiveServer) -> None:
-    r = httpx.get(server.url + "/v1/jobs")
+    r = http.get(server.url + "/v1/jobs")
     assert r.status_code == 401
     assert r.headers["content-type"] == "application/problem+json"
     assert "Authorization: Bearer" in r.json()["detail"]
@@ -40,7 +41,7 @@ def test_validation_errors_name_the_field(server: LiveServer) -> None:
     """A malformed job gets a 400 that says which field and why, and nothing is stored."""
     headers = {"Authorization": f"Bearer {server.token}"}
     body = {"jobs": [{"script": "#!/bin/sh\n"}, {"script": "x", "cpus_per_task": 0}]}
-    r = httpx.post(server.url + "/v1/jobs/batch", json=body, headers=headers)
+    r = http.post(server.url + "/v1/jobs/batch", json=body, headers=headers)
     assert r.status_code == 400
     assert r.json()["field"] == "jobs[1].cpus_per_task"  # as to_spec names fields
     with server.client() as c:
@@ -54,7 +55,7 @@ def test_validation_errors_name_the_field(server: LiveServer) -> None:
 def test_oversized_request_gets_413(server: LiveServer) -> None:
     headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
     big = '{"script": "' + "x" * 300_000 + '"}'
-    r = httpx.post(server.url + "/v1/jobs", content=big, headers=headers)
+    r = http.post(server.url + "/v1/jobs", content=big, headers=headers)
     assert r.status_code == 413
     assert "split a large batch" in r.json()["detail"]
 
@@ -75,7 +76,7 @@ def test_a_bad_job_id_names_the_same_field_in_memory_and_in_the_history(
     history lookup said ``id``, the lookup in memory ``job_id``."""
     headers = {"Authorization": f"Bearer {server.token}"}
     for query in ("/v1/jobs/12_x", "/v1/jobs?id=12_x", "/v1/jobs?id=12_x&history=true"):
-        r = httpx.get(server.url + query, headers=headers)
+        r = http.get(server.url + query, headers=headers)
         assert (r.status_code, r.json().get("field")) == (400, "job_id"), query
 
 
@@ -102,7 +103,7 @@ def test_event_stream_resumes_after_the_last_event_id(server: LiveServer) -> Non
         ("job.submitted", second),
         ("job.finished", second),
     ]
-    r = httpx.get(
+    r = http.get(
         server.url + "/v1/events",
         params={"follow": "false"},
         headers={"Authorization": f"Bearer {server.token}", "Last-Event-ID": str(mark)},
@@ -113,7 +114,7 @@ def test_event_stream_resumes_after_the_last_event_id(server: LiveServer) -> Non
 
 def test_openapi_document_lists_the_job_endpoints(server: LiveServer) -> None:
     # the document is built at the first ask, which takes seconds on a loaded machine
-    doc = httpx.get(server.url + "/openapi.json", timeout=120).json()
+    doc = http.get(server.url + "/openapi.json", timeout=120).json()
     paths = doc["paths"]
     for path in ("/v1/jobs", "/v1/jobs/batch", "/v1/jobs/{job_id}", "/v1/events", "/v1/nodes"):
         assert path in paths
@@ -190,18 +191,18 @@ def test_a_submission_sent_again_with_its_idempotency_key_gives_the_same_jobs(
         ("/v1/jobs/het", {"components": [one, one]}),
     ):
         headers = {**auth, "Idempotency-Key": f"key-of {path}"}
-        first = httpx.post(server.url + path, json=body, headers=headers)
-        again = httpx.post(server.url + path, json=body, headers=headers)
+        first = http.post(server.url + path, json=body, headers=headers)
+        again = http.post(server.url + path, json=body, headers=headers)
         assert first.status_code == again.status_code == 201, first.text
         assert again.json() == first.json()
         changed = json.dumps(body).replace("true", "false", 1)  # another script
         typed = {**headers, "Content-Type": "application/json"}
-        other = httpx.post(server.url + path, content=changed, headers=typed)
+        other = http.post(server.url + path, content=changed, headers=typed)
         assert other.status_code == 409
         assert "use a new key for a new submission" in other.json()["detail"]
     with server.client() as c:
         assert len(c.jobs(history=True)) == before + 1 + 4 + 2
-    bad = httpx.post(
+    bad = http.post(
         server.url + "/v1/jobs", json=one, headers={**auth, "Idempotency-Key": "x" * 256}
     )
     assert bad.status_code == 400 and bad.json()["field"] == "Idempotency-Key"

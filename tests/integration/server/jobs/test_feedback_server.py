@@ -8,8 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import httpx
-
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 
 PY = sys.executable
@@ -31,7 +30,7 @@ def test_a_job_reports_and_its_values_show_everywhere(server: LiveServer, tmp_pa
     # the running job's value is a gauge on /metrics
     metric = f'hal_job_feedback{{job_id="{other_id}",metric="queue_depth"}} 3.0'
     wait_until(
-        lambda: metric in httpx.get(f"{server.url}/metrics").text,
+        lambda: metric in http.get(f"{server.url}/metrics").text,
         message="the other job's feedback on /metrics",
     )
     script = tmp_path / "train.sh"
@@ -87,16 +86,14 @@ def test_a_job_reports_and_its_values_show_everywhere(server: LiveServer, tmp_pa
 
     # its own token once it has ended: refused, nothing kept; a bad token: 401
     url = f"{server.url}/v1/jobs/{job_id}/feedback"
-    ended = httpx.post(
+    ended = http.post(
         url, json={"metrics": {"late": 1}}, headers={"Authorization": f"Bearer {token}"}
     )
     assert ended.status_code == 409, ended.text
-    forged = httpx.post(
-        url, json={"metrics": {"x": 1}}, headers={"Authorization": "Bearer halfb_x"}
-    )
+    forged = http.post(url, json={"metrics": {"x": 1}}, headers={"Authorization": "Bearer halfb_x"})
     assert forged.status_code == 401, forged.text
     with server.client() as c:
         assert [m.name for m in c.job_feedback(job_id).metrics] == ["latency_ms", "samples_per_s"]
         c.cancel(other_id)
     wait_until(lambda: state(server, other_id) != "RUNNING", message="the other job to end")
-    assert f'job_id="{other_id}"' not in httpx.get(f"{server.url}/metrics").text
+    assert f'job_id="{other_id}"' not in http.get(f"{server.url}/metrics").text

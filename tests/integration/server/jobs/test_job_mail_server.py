@@ -9,10 +9,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.config.mail import MailConfig
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -252,7 +252,7 @@ def test_a_mail_user_the_program_would_read_as_an_option_is_refused(
 
 
 def _metric(live: LiveServer, result: str) -> float:
-    text = httpx.get(f"{live.url}/metrics", timeout=10).text
+    text = http.get(f"{live.url}/metrics", timeout=10).text
     found = re.search(rf'^hal_job_mail_total{{result="{result}"}} (\S+)$', text, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
 

@@ -16,13 +16,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.config.harmonic import HarmonicConfig
 from hal.core.dissonance import DissonanceModel, Outcome
 from hal.core.profiles import CPU, LIGHT, MEMORY
 from hal.server.dissonance import FILE
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobEvent
 
@@ -138,7 +138,7 @@ def test_a_fallen_service_has_its_clashing_neighbour_moved(
         assert (stayed.state, stayed.nodes, stayed.restarts) == ("RUNNING", ["node1"], 0)
         assert moved.feedback_action is not None and "moved" in moved.feedback_action
         partition = moved.partition
-    metrics = httpx.get(server.url + "/metrics", timeout=10).text
+    metrics = http.get(server.url + "/metrics", timeout=10).text
     assert f'hal_jobs_moved_total{{partition="{partition}",reason="dissonance"}} 1.0' in metrics
     shown = server.cli("show", str(noisy_id))
     assert "FeedbackAction=" in shown.stdout and "moved" in shown.stdout, shown.stdout

@@ -10,8 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-import httpx
-
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 
 SPIN = f"{sys.executable} -c 'while True: pass'"
@@ -36,7 +35,7 @@ def test_a_spinners_profile_and_class_show_everywhere(server: LiveServer, tmp_pa
     assert profile.cpu_util + (profile.cpu_pressure or 0.0) > 0.3  # (a busy host shares it)
     assert profile.write_bytes_per_s < 20e6 and profile.rss_bytes > 0
 
-    raw = httpx.get(
+    raw = http.get(
         f"{server.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {server.token}"}
     ).json()
     assert raw["profile_class"] == "cpu" and raw["latency_sensitive"] is True

@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 import hal.db
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -124,7 +125,7 @@ def private_pg() -> Iterator[PrivatePostgres]:
 
 def _raw(server: LiveServer, method: str, path: str, **kwargs: Any) -> httpx.Response:
     headers = {"Authorization": f"Bearer {server.token}", **kwargs.pop("headers", {})}
-    return httpx.request(method, server.url + path, headers=headers, timeout=30, **kwargs)
+    return http.request(method, server.url + path, headers=headers, timeout=30, **kwargs)
 
 
 def _assert_unavailable(response: httpx.Response, cause: str) -> None:

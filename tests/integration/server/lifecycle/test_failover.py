@@ -21,6 +21,7 @@ import pytest
 from hal.server.users import ensure_user
 from hal.state.server_lock import ADVISORY_KEY
 from hal.state.store import SqlStateStore
+from hal.testing import http
 from hal.testing.live import free_port, wait_until
 
 pytestmark = pytest.mark.live  # starts `hal server` processes
@@ -42,7 +43,7 @@ class Server:
     def ha(self) -> dict[str, object] | None:
         """``GET /v1/ha``, or None while it does not answer."""
         try:
-            return dict(httpx.get(self.url + "/v1/ha", timeout=1).json())
+            return dict(http.get(self.url + "/v1/ha", timeout=1).json())
         except httpx.HTTPError:
             return None
 
@@ -121,22 +122,20 @@ def test_a_standby_leads_within_10_s_of_the_leaders_kill_9_with_every_job_once(
     assert seen["leader_url"] == leader.url
     assert seen["epoch"] == 1
 
-    read = httpx.get(standby.url + "/v1/jobs?state=pending", headers=auth, timeout=5)
+    read = http.get(standby.url + "/v1/jobs?state=pending", headers=auth, timeout=5)
     assert read.status_code == 307
     assert read.headers["location"] == leader.url + "/v1/jobs?state=pending"
     assert read.headers["x-hal-leader"] == leader.url
     assert read.headers["x-hal-role"] == "standby"
-    write = httpx.post(
-        standby.url + "/v1/jobs", json=job("to-the-standby"), headers=auth, timeout=5
-    )
+    write = http.post(standby.url + "/v1/jobs", json=job("to-the-standby"), headers=auth, timeout=5)
     assert write.status_code == 307
     assert write.json()["error"] == "standby"
-    assert httpx.get(standby.url + "/healthz", timeout=5).json()["role"] == "standby"
+    assert http.get(standby.url + "/healthz", timeout=5).json()["role"] == "standby"
 
     acked: list[int] = []
     for batch in range(3):
         body = {"jobs": [job(f"burst-{batch}-{i}") for i in range(100)]}
-        done = httpx.post(leader.url + "/v1/jobs/batch", json=body, headers=auth, timeout=30)
+        done = http.post(leader.url + "/v1/jobs/batch", json=body, headers=auth, timeout=30)
         assert done.status_code == 201, done.text
         assert done.headers["x-hal-role"] == "leader"
         acked += [r["job_id"] for r in done.json()["results"]]
@@ -150,14 +149,14 @@ def test_a_standby_leads_within_10_s_of_the_leaders_kill_9_with_every_job_once(
     assert now["epoch"] == 2
     assert now["leader_url"] == standby.url
 
-    listed = httpx.get(standby.url + "/v1/jobs", headers=auth, timeout=10)
+    listed = http.get(standby.url + "/v1/jobs", headers=auth, timeout=10)
     assert listed.status_code == 200
     ids = sorted(j["id"] for j in listed.json()["jobs"])
     assert ids == sorted(acked)  # all there, once each
     names = job_names(pg_url)
     assert len(names) == len(set(names)) == 300
     assert "to-the-standby" not in names
-    after = httpx.post(standby.url + "/v1/jobs", json=job("after"), headers=auth, timeout=10)
+    after = http.post(standby.url + "/v1/jobs", json=job("after"), headers=auth, timeout=10)
     assert after.status_code == 201, after.text
 
 
@@ -170,7 +169,7 @@ def test_a_leader_stopped_and_resumed_after_a_takeover_writes_nothing_and_exits(
     another server leading, says so and exits non-zero."""
     auth = admin_token(pg_url)
     old, standby = pair(pg_url, tmp_path, servers)
-    first = httpx.post(old.url + "/v1/jobs", json=job("before"), headers=auth, timeout=10)
+    first = http.post(old.url + "/v1/jobs", json=job("before"), headers=auth, timeout=10)
     assert first.status_code == 201, first.text  # (its token is cached there now)
 
     os.kill(old.proc.pid, signal.SIGSTOP)
@@ -179,7 +178,7 @@ def test_a_leader_stopped_and_resumed_after_a_takeover_writes_nothing_and_exits(
 
     def submit_to_the_frozen_one() -> None:
         try:
-            late = httpx.post(old.url + "/v1/jobs", json=job("late"), headers=auth, timeout=60)
+            late = http.post(old.url + "/v1/jobs", json=job("late"), headers=auth, timeout=60)
             answers.append(late.status_code)
         except httpx.HTTPError as err:
             answers.append(type(err).__name__)
@@ -219,7 +218,7 @@ def test_a_standby_with_no_leader_answering_says_retry_then_leads(
         assert refused.proc.wait(60) == 5
         assert "another HAL server" in refused.log.read_text()
         assert seen["leader_url"] is None and seen["epoch"] is None
-        retry = httpx.post(standby.url + "/v1/jobs", json=job("x"), timeout=5)
+        retry = http.post(standby.url + "/v1/jobs", json=job("x"), timeout=5)
         assert retry.status_code == 503
         assert retry.headers["retry-after"] == "1"
         assert retry.headers["x-hal-role"] == "standby"

@@ -28,6 +28,7 @@ from hal.bench.failover import ServerProcess, leader_and_standby
 from hal.bench.scale import make_tokens
 from hal.state.peers import LIVE_S, beat, remove
 from hal.state.store import SqlStateStore
+from hal.testing import http
 from hal.testing.live import stop_process, wait_until
 
 pytestmark = pytest.mark.live  # starts `hal server` and `hal agent` processes
@@ -79,7 +80,7 @@ def pair(pg_url: str, tmp_path: Path) -> Iterator[tuple[list[ServerProcess], str
 
 def ha(url: str) -> dict[str, object]:
     try:
-        return dict(httpx.get(url + "/v1/ha", timeout=2).json())
+        return dict(http.get(url + "/v1/ha", timeout=2).json())
     except (httpx.HTTPError, ValueError):
         return {}
 
@@ -100,7 +101,7 @@ def test_a_command_and_an_agent_given_one_address_follow_the_takeover(
         timeout=30,
         message="both servers' /v1/ha to list both, the leader first",
     )
-    answer = httpx.get(first + "/v1/ha", timeout=5)
+    answer = http.get(first + "/v1/ha", timeout=5)
     assert answer.headers["x-hal-servers"] == f"{first},{second}"
     assert answer.json()["role"] == "leader" and answer.json()["leader_url"] == first
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.config.accounting import AccountingConfig, Retention
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -50,7 +50,7 @@ def test_a_server_purges_old_events_and_jobs_while_it_runs(
             30,
             message="the finished job's events to be purged",
         )
-        metrics = httpx.get(f"{live.url}/metrics", timeout=10).text
+        metrics = http.get(f"{live.url}/metrics", timeout=10).text
         assert 'hal_accounting_purged_records_total{record="jobs"} 1.0' in metrics
         events = [ln for ln in metrics.splitlines() if 'purged_records_total{record="events"' in ln]
         assert events and float(events[0].split()[-1]) >= 3  # submitted, started, finished

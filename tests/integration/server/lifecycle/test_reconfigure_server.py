@@ -12,11 +12,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.client import HalClient
 from hal.core.errors import HalError
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 
 HAL = (sys.executable, "-m", "hal.cli.main")
@@ -239,17 +239,17 @@ def test_the_slurmrest_facade_reconfigures_for_an_administrator(live: LiveServer
     base = f"{live.url}/slurm/v0.0.45/reconfigure/"
     token = live.add_users("bob")["bob"]
     _toml(live).write_text(AFTER)
-    refused = httpx.get(base, headers={"X-SLURM-USER-TOKEN": token}, timeout=30)
+    refused = http.get(base, headers={"X-SLURM-USER-TOKEN": token}, timeout=30)
     assert refused.status_code == 500  # slurmctld's refusals are 500 (slurm-checks.md)
     assert refused.json()["errors"][0]["error_number"] == 2002  # ESLURM_ACCESS_DENIED
     assert "not an administrator" in refused.json()["errors"][0]["description"]
-    done = httpx.get(base, headers={"X-SLURM-USER-TOKEN": live.token}, timeout=30)
+    done = http.get(base, headers={"X-SLURM-USER-TOKEN": live.token}, timeout=30)
     assert done.status_code == 200, done.text
     assert done.json()["errors"] == []
     assert [w["source"] for w in done.json()["warnings"]] == ["cluster_name"]
     assert "extra" in live.cli("sinfo", "-h", "-o", "%P").stdout
     _toml(live).write_text("nonsense = 1\n")
-    bad = httpx.get(base, headers={"X-SLURM-USER-TOKEN": live.token}, timeout=30)
+    bad = http.get(base, headers={"X-SLURM-USER-TOKEN": live.token}, timeout=30)
     assert bad.status_code == 500
     assert "unknown key(s) ['nonsense']" in bad.json()["errors"][0]["description"]
 

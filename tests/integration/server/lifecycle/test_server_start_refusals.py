@@ -20,6 +20,7 @@ from hal.api.server import HalServer
 from hal.config.model import HalConfig
 from hal.core.errors import Conflict
 from hal.state.server_lock import ADVISORY_KEY, ServerLock
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 
 
@@ -53,7 +54,7 @@ def serve(data: Path) -> tuple[subprocess.Popen[bytes], str]:
     def healthy() -> bool:
         assert proc.poll() is None, "the server exited"
         try:
-            return httpx.get(url + "/healthz", timeout=1).status_code == 200
+            return http.get(url + "/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -74,7 +75,7 @@ def test_a_second_hal_server_on_the_same_sqlite_file_exits_naming_the_first(
         assert second.returncode == 5, second.stderr
         assert f"another HAL server (pid {first.pid} on " in second.stderr
         assert "Traceback" not in second.stderr
-        assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+        assert http.get(url + "/healthz", timeout=5).status_code == 200
     finally:
         os.kill(first.pid, signal.SIGKILL)
         first.wait(10)
@@ -187,7 +188,7 @@ def test_a_server_whose_lock_was_taken_while_it_was_cut_off_stops(
 
             def stopped() -> bool:
                 try:
-                    httpx.get(live.url + "/healthz", timeout=1)
+                    http.get(live.url + "/healthz", timeout=1)
                     return False
                 except httpx.HTTPError:
                     return True

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 
@@ -17,18 +18,18 @@ def test_held_requests_are_answered_when_the_server_stops(tmp_path: Path) -> Non
     live.start()
     auth = {"Authorization": f"Bearer {live.token}"}
     node = {"node": "n1", "cpus": 1, "memory_bytes": 2**30}
-    assert httpx.post(live.url + "/v1/agent/register", json=node, headers=auth).status_code == 200
+    assert http.post(live.url + "/v1/agent/register", json=node, headers=auth).status_code == 200
     answers: dict[str, int | str] = {}
 
     def hold(name: str, method: str, path: str, body: dict[str, object] | None = None) -> None:
         try:
             if method == "STREAM":
-                with httpx.stream("GET", live.url + path, headers=auth, timeout=60) as r:
+                with http.stream("GET", live.url + path, headers=auth, timeout=60) as r:
                     for _ in r.iter_bytes():
                         pass
                     answers[name] = r.status_code
             else:
-                answers[name] = httpx.post(
+                answers[name] = http.post(
                     live.url + path, json=body, headers=auth, timeout=60
                 ).status_code
         except httpx.HTTPError as err:

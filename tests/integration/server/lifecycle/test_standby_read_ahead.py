@@ -10,13 +10,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.bench.failover import ServerProcess
 from hal.server.standby import PRELOAD_S
 from hal.server.users import ensure_user
 from hal.state.store import SqlStateStore
+from hal.testing import http
 from hal.testing.live import stop_process, wait_until
 
 pytestmark = pytest.mark.live  # starts `hal server` processes
@@ -50,16 +50,16 @@ def test_the_new_leader_takes_the_jobs_read_ahead_and_serves_what_changed_since(
             {"script": "#!/bin/sh\ntrue\n", "name": f"held-{i}", "hold": True} for i in range(200)
         ]
     }
-    done = httpx.post(leader.url + "/v1/jobs/batch", json=body, headers=auth, timeout=60)
+    done = http.post(leader.url + "/v1/jobs/batch", json=body, headers=auth, timeout=60)
     assert done.status_code == 201, done.text
     ids = [int(r["job_id"]) for r in done.json()["results"]]
     time.sleep(3 * PRELOAD_S)  # the standby reads them ahead (every PRELOAD_S)
 
     # the leader's last writes, then its kill -9: the standby may not have read these
-    gone = httpx.delete(f"{leader.url}/v1/jobs/{ids[0]}", headers=auth, timeout=30)
+    gone = http.delete(f"{leader.url}/v1/jobs/{ids[0]}", headers=auth, timeout=30)
     assert gone.status_code in (200, 202, 204), gone.text
     late = {"script": "#!/bin/sh\ntrue\n", "name": "late", "hold": True}
-    added = httpx.post(leader.url + "/v1/jobs", json=late, headers=auth, timeout=30)
+    added = http.post(leader.url + "/v1/jobs", json=late, headers=auth, timeout=30)
     assert added.status_code == 201, added.text
     late_id = int(added.json()["job_id"])
     leader.proc.send_signal(signal.SIGKILL)
@@ -74,7 +74,7 @@ def test_the_new_leader_takes_the_jobs_read_ahead_and_serves_what_changed_since(
     assert 199 <= steps["jobs_read_ahead"] <= 201
     assert steps["load_jobs"] >= 0
 
-    listed = httpx.get(standby.url + "/v1/jobs?state=all", headers=auth, timeout=30)
+    listed = http.get(standby.url + "/v1/jobs?state=all", headers=auth, timeout=30)
     assert listed.status_code == 200, listed.text
     states = {j["id"]: j["state"] for j in listed.json()["jobs"]}
     assert set(states) == {*ids, late_id}

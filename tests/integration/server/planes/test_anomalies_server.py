@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.state.node_reasons import server_user
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -63,7 +63,7 @@ def wait_for_model(server: LiveServer) -> None:
 
 
 def alerts(server: LiveServer) -> dict[str, Any]:
-    r = httpx.get(
+    r = http.get(
         server.url + "/v1/alerts", headers={"Authorization": f"Bearer {server.token}"}, timeout=5
     )
     r.raise_for_status()

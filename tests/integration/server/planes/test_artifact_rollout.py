@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.config.artifacts import ArtifactsConfig
 from hal.core.errors import HalError
 from hal.core.pyenv import make_python_env
 from hal.state.rollout import canary_pick
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.testing.wheels import make_wheel
 
@@ -178,7 +178,7 @@ def test_a_failing_canary_is_rolled_back_with_the_evidence(
     assert 0 < float(str(evidence["p_value"])) < 0.01
     shown = _hal(server, "artifact", "aliases", "tool")
     assert "rolled back 2" in shown and "p=" in shown
-    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    metrics = http.get(f"{server.url}/metrics", timeout=10).text
     assert 'hal_artifact_rollbacks_total{how="automatic"} 1.0' in metrics
     # a job naming the alias now gets the version it names
     (tmp_path / "one.sh").write_text("#!/bin/sh\n#SBATCH --artifact=tool@stable\ntool\n")

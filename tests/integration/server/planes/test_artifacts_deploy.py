@@ -13,12 +13,12 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import delete
 
 from hal.state import schema
 from hal.state.store import SqlStateStore
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 
 SRUN = f"{sys.executable} -m hal.cli.main srun"
@@ -66,7 +66,7 @@ def _copies(live: LiveServer, node: str) -> dict[str, int]:
 
 
 def _agent_downloads(live: LiveServer) -> float:
-    text = httpx.get(f"{live.url}/metrics", timeout=10).text
+    text = http.get(f"{live.url}/metrics", timeout=10).text
     found = re.search(r'^hal_artifact_downloads_total\{to="agent"\} (\S+)$', text, re.M)
     assert found, "no hal_artifact_downloads_total"
     return float(found.group(1))

@@ -11,7 +11,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 
@@ -19,6 +18,7 @@ from hal.core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge,
 from hal.state import schema
 from hal.state.artifacts import PIECE
 from hal.state.store import SqlStateStore
+from hal.testing import http
 from hal.testing.live import LiveServer
 from hal.wire.jobs import JobSubmit
 
@@ -84,7 +84,7 @@ def test_versions_never_change_and_refusals_store_nothing(
             c.push_artifact("tool", "latest", _file(tmp_path, "d", b"three"))
         assert [a.version for a in c.artifacts("tool")] == ["1.0"]
     # a digest that does not match what arrived: nothing is stored
-    r = httpx.put(
+    r = http.put(
         f"{live.url}/v1/artifacts/tool/3.0",
         content=b"four",
         headers={"Authorization": f"Bearer {live.token}", "X-HAL-SHA256": "0" * 64},
@@ -201,7 +201,7 @@ def test_a_name_stays_its_publishers_once_emptied_and_latest_is_no_version(
                 c.push_artifact("x", "LATEST", _file(tmp_path, "y", b"y"))
         refused = live.cli("artifact", "rm", "x@latest")
         assert refused.returncode != 0 and "give the version itself: x@VERSION" in refused.stderr
-        r = httpx.delete(
+        r = http.delete(
             f"{live.url}/v1/artifacts/x/latest", headers={"Authorization": f"Bearer {live.token}"}
         )
         assert r.status_code == 400 and "name the version to remove" in r.json()["detail"]
@@ -219,7 +219,7 @@ def test_kinds_pull_and_requeue_after_removal(tmp_path: Path) -> None:
             assert c.push_artifact("forced", "1", tarball, "program")[0].kind == "program"
         # REST without a kind: the server looks at the first bytes
         headers = {"Authorization": f"Bearer {live.token}"}
-        r = httpx.put(
+        r = http.put(
             f"{live.url}/v1/artifacts/sniffed/1", content=tarball.read_bytes(), headers=headers
         )
         assert r.status_code == 201 and r.json()["kind"] == "archive"
@@ -262,7 +262,7 @@ def _metrics(live: LiveServer) -> dict[str, float]:
     """The ``hal_artifact_*`` samples of ``/metrics``: name{labels} → value."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    text = httpx.get(f"{live.url}/metrics", timeout=10).text
+    text = http.get(f"{live.url}/metrics", timeout=10).text
     return {
         s.name + "".join(f"{{{k}={v}}}" for k, v in s.labels.items()): s.value
         for family in text_string_to_metric_families(text)

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 
 INTERVAL = 0.5  # [cloud] interval_seconds
@@ -194,7 +194,7 @@ def test_group_nodes_are_powered_down_then_up_then_down_again(
         for line in hal(server, "scontrol", "show", "partition", "debug")
     )
     # the slurmrestd facade lists them too
-    rest = httpx.get(
+    rest = http.get(
         f"{server.url}/slurm/v0.0.45/node/burst2",
         headers={"Authorization": f"Bearer {server.token}"},
         timeout=10,

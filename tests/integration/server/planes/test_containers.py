@@ -16,11 +16,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.client.artifacts import file_sha256
 from hal.host.oci import image_facts, node_architecture
+from hal.testing import http
 from hal.testing.images import make_bundle, make_image, make_rootfs
 from hal.testing.live import LiveServer, free_port, wait_until
 from hal.wire.submit import JobSubmit
@@ -126,7 +126,7 @@ def test_a_second_job_reuses_the_loaded_image(
 
 
 def _loads() -> float:
-    text = httpx.get(f"http://127.0.0.1:{METRICS}/metrics", timeout=10).text
+    text = http.get(f"http://127.0.0.1:{METRICS}/metrics", timeout=10).text
     found = re.search(r'^hal_agent_container_image_loads_total\{node="node1"\} (\S+)$', text, re.M)
     assert found, text[-2000:]
     return float(found.group(1))
@@ -244,7 +244,7 @@ def test_what_is_no_oci_image_is_refused_at_push(server: LiveServer, tmp_path: P
     done = server.cli("artifact", "push", "notoci@1", str(text), "--kind", "image")
     assert done.returncode != 0 and "is not a tar file" in done.stderr
     # over REST, the server refuses an "image" that is no tar at all
-    response = httpx.put(
+    response = http.put(
         f"{server.url}/v1/artifacts/notoci/1?kind=image",
         content=b"hello, not a tar\n",
         headers={"Authorization": f"Bearer {server.token}"},

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -22,7 +22,7 @@ CLIENT_PORT = 40000  # the client's end of the connection
 
 def post(live: LiveServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
     auth = {"Authorization": f"Bearer {live.agent_token}"}
-    r = httpx.post(live.url + path, json=body, headers=auth, timeout=30)
+    r = http.post(live.url + path, json=body, headers=auth, timeout=30)
     assert r.status_code == 200, r.text
     reply: dict[str, Any] = r.json()
     return reply
@@ -93,7 +93,7 @@ def test_two_syncs_carrying_traffic_make_an_edge_in_hal_harmonic_graph(tmp_path:
         assert {workloads["identity"], workloads["peer_identity"]} == {"admin/db", "admin/client"}
 
         # n1 and n2 have no topology: their bytes crossed a switch, as far as HAL knows
-        metrics = httpx.get(live.url + "/metrics", timeout=10).text
+        metrics = http.get(live.url + "/metrics", timeout=10).text
         assert 'hal_harmonic_bytes_total{distance="switch"} 400000.0' in metrics
         assert 'hal_harmonic_bytes_total{distance="node"} 0.0' in metrics
 

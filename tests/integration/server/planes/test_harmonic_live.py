@@ -7,9 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -47,7 +47,7 @@ time.sleep(600)
 
 def moved(live: LiveServer) -> float:
     """``hal_harmonic_bytes_total`` over every distance."""
-    text = httpx.get(live.url + "/metrics", timeout=10).text
+    text = http.get(live.url + "/metrics", timeout=10).text
     return sum(
         s.value
         for family in text_string_to_metric_families(text)

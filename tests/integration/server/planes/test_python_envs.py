@@ -11,10 +11,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.core.pyenv import make_python_env
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 from hal.testing.wheels import make_wheel
 
@@ -55,7 +55,7 @@ def _ended(live: LiveServer, job_id: str) -> str:
 
 
 def _builds(node: str, result: str = "built") -> float:
-    text = httpx.get(f"http://127.0.0.1:{METRICS[node]}/metrics", timeout=10).text
+    text = http.get(f"http://127.0.0.1:{METRICS[node]}/metrics", timeout=10).text
     found = re.search(
         rf'^hal_agent_python_env_builds_total\{{node="{node}",result="{result}"\}} (\S+)$',
         text,
@@ -149,7 +149,7 @@ def test_over_rest_the_lock_files_are_a_field_and_a_wrong_set_is_refused(
         assert _ended(server, str(job)) == "COMPLETED"
         assert (tmp_path / "rest.out").read_text() == "1.0\n"
         wrong = {**fields, "python_env": {"setup.py": "x"}}
-        refused = httpx.post(
+        refused = http.post(
             f"{server.url}/v1/jobs",
             json=wrong,
             headers={"Authorization": f"Bearer {server.token}"},

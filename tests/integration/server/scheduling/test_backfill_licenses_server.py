@@ -9,10 +9,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.scheduler.plugins import default_profile
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 
 
@@ -38,7 +38,7 @@ def live(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live
 
 
 def _metric(live: LiveServer, name: str) -> float:
-    text = httpx.get(f"{live.url}/metrics", timeout=10).text
+    text = http.get(f"{live.url}/metrics", timeout=10).text
     found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
 

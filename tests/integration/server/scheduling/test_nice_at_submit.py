@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 
 JOB = {"script": "#!/bin/sh\ntrue\n", "hold": True}
@@ -22,7 +23,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 def post(live: LiveServer, path: str, token: str, body: object) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
-    return httpx.post(live.url + path, json=body, headers=headers, timeout=10)
+    return http.post(live.url + path, json=body, headers=headers, timeout=10)
 
 
 def test_only_an_administrator_submits_with_a_negative_nice(live: LiveServer) -> None:

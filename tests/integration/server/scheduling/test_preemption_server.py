@@ -13,11 +13,11 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.config.priority import priority_from_dict
 from hal.core.preemption import PreemptionPolicy, PreemptMode, PreemptType
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -81,7 +81,7 @@ def test_a_high_qos_job_preempts_and_the_victim_checkpoints_and_requeues(
         preempted = [d for k, d in kinds if k == "job.preempted"]
         assert preempted and preempted[0]["by"] == high and preempted[0]["mode"] == "requeue"
         assert any(k == "job.requeued" and d.get("after") == "PREEMPTED" for k, d in kinds)
-        metrics = httpx.get(f"{live.url}/metrics", timeout=10).text
+        metrics = http.get(f"{live.url}/metrics", timeout=10).text
         assert 'hal_jobs_preempted_total{mode="requeue",partition="debug"} 1.0' in metrics
         # sacct-style history: the high job runs, the low one waits for the CPUs
         client.cancel(str(high))

@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer
 from hal.wire.jobs import JobSubmit
 
@@ -116,7 +116,7 @@ def shown_priorities(server: LiveServer, token: str, jobs: list[str]) -> dict[st
     with server.client(token) as c:
         for job in jobs:
             shown[job].add(str(c.job(job).priority))
-    queue = httpx.get(
+    queue = http.get(
         server.url + "/v1/observe/queue",
         params={"state": "PENDING", "q": "shown-priority"},
         headers={"Authorization": f"Bearer {token}"},

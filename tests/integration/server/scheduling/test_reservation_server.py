@@ -9,11 +9,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.scheduler.plugins import default_profile
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 from hal.wire.reservations import ReservationCreate, ReservationUpdate
@@ -83,7 +83,7 @@ def test_rest_create_list_update_delete(server: LiveServer) -> None:
             c.create_reservation(
                 ReservationCreate(name="mine", duration_seconds=60, nodes=["node2"], users=["x"])
             )
-    r = httpx.post(
+    r = http.post(
         server.url + "/v1/reservations",
         json={"name": "bad name", "duration_seconds": 60, "nodes": ["node1"]},
         headers={"Authorization": f"Bearer {server.token}"},

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 from two_agents import (
     SRUN,
     sacct,
@@ -16,6 +15,7 @@ from two_agents import (
     submit,
 )
 
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 
 
@@ -165,7 +165,7 @@ def test_signalling_a_local_step_is_refused(server: LiveServer, tmp_path: Path) 
     )
     auth = {"Authorization": f"Bearer {server.token}"}
     url = f"{server.url}/v1/jobs/{job_id}/steps/0/signal"
-    r = httpx.post(url, json={"signal": 10}, headers=auth, timeout=30)
+    r = http.post(url, json={"signal": 10}, headers=auth, timeout=30)
     assert r.status_code == 409, r.text
     assert (
         f"srun runs step {job_id}.0 on the batch node itself; signal srun (or scancel the job)"

@@ -10,16 +10,16 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import httpx
 from agent_by_hand import ops, post, register
 
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
 
 def stderr_of(live: LiveServer, job: int) -> str:
     auth = {"Authorization": f"Bearer {live.token}"}
-    r = httpx.get(f"{live.url}/v1/jobs/{job}/steps/0/output", headers=auth, timeout=30)
+    r = http.get(f"{live.url}/v1/jobs/{job}/steps/0/output", headers=auth, timeout=30)
     assert r.status_code == 200, r.text
     page: dict[str, Any] = r.json()
     return "".join(base64.b64decode(c["data_b64"]).decode() for c in page["chunks"])

@@ -10,9 +10,9 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import httpx
 from agent_by_hand import ops, post, register
 
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -32,7 +32,7 @@ def step_end(live: LiveServer, node: str, job: int, code: int, output: bytes = b
 def page(live: LiveServer, job: int, after: int = 0) -> dict[str, Any]:
     auth = {"Authorization": f"Bearer {live.token}"}
     url = f"{live.url}/v1/jobs/{job}/steps/0/output?after={after}"
-    r = httpx.get(url, headers=auth, timeout=30)
+    r = http.get(url, headers=auth, timeout=30)
     assert r.status_code == 200, r.text
     found: dict[str, Any] = r.json()
     return found
@@ -117,7 +117,7 @@ def test_a_local_step_is_taken_up_by_a_restarted_server(each_store: LiveServer) 
         running = [(s.step_id, s.local, s.state) for s in c.running_steps()]
     assert running == [(0, True, "RUNNING")], running
     auth = {"Authorization": f"Bearer {live.token}"}
-    busy = httpx.post(f"{live.url}/v1/jobs/{job}/steps", json=local, headers=auth, timeout=30)
+    busy = http.post(f"{live.url}/v1/jobs/{job}/steps", json=local, headers=auth, timeout=30)
     assert busy.status_code == 409 and "Requested nodes are busy" in busy.text, busy.text
     beside = {**local, "overlap": True}
     assert post(live, f"/v1/jobs/{job}/steps", beside)["step_id"] == 1
