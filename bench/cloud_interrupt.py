@@ -37,8 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from hal.testing import http
 from hal.testing.live import LiveServer
 from hal.wire.submit import JobSubmit
 
@@ -129,7 +128,7 @@ def _one(live: LiveServer, work: Path, checkpoint: bool, interval: float) -> dic
     node = client.job(job).nodes[0]
     record = json.loads((live.data_dir / "cloud/spot/instances" / f"{node}.json").read_text())
     notice = time.time()
-    httpx.post(f"{record['imds']}/hal/interrupt?in=120", timeout=10).raise_for_status()
+    http.post(f"{record['imds']}/hal/interrupt?in=120", timeout=10).raise_for_status()
     _until(lambda: any(r == 1 for r, _ in _starts(work, job)))
     again = dict(_starts(work, job))[1]
     _until(lambda: client.job(job).state == "COMPLETED", timeout=300)

@@ -12,24 +12,23 @@ import sys
 import threading
 import time
 
-import httpx
-
 from hal.bench.e2e import TRUE
 from hal.bench.localup import local_cluster
 from hal.client.sync import HalClient
+from hal.testing import http
 
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     with local_cluster(agents=2, cpus_per_agent=32) as up, HalClient(up.url, up.token) as c:
-        after = int(httpx.get(up.url + "/healthz", timeout=5).json()["revision"])
+        after = int(http.get(up.url + "/healthz", timeout=5).json()["revision"])
         counts = {"chunks": 0, "events": 0}
         done = threading.Event()
 
         def follow() -> None:
             headers = {"Authorization": f"Bearer {up.token}"}
             url = f"{up.url}/v1/events?after={after}"
-            with httpx.stream("GET", url, headers=headers, timeout=None) as r:
+            with http.stream("GET", url, headers=headers, timeout=None) as r:
                 for raw in r.iter_raw():
                     counts["chunks"] += 1
                     counts["events"] += raw.count(b"\nevent: ")

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import psycopg
 
@@ -42,6 +41,7 @@ from hal.bench.scale import (
     start_emulators,
     start_server,
 )
+from hal.testing import http
 from hal.testing.live import stop_process, wait_until
 
 
@@ -109,7 +109,7 @@ def run(nodes: int, per_process: int, heartbeat: float, profile: str | None) -> 
             registrations = row[0] if row is not None else 0
             # the agent requests the server answered meanwhile (sdiag's counts), and
             # their mean time in the server
-            diag = httpx.get(
+            diag = http.get(
                 url + "/v1/diag", headers={"Authorization": f"Bearer {admin}"}, timeout=60
             ).json()
             requests = {

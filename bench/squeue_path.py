@@ -226,6 +226,7 @@ def _server(src: Path, db: str, config: Path, work: Path) -> tuple[subprocess.Po
     own (its CPU counted apart), once it answers; and its URL."""
     import httpx
 
+    from hal.testing import http
     from hal.testing.live import free_port, wait_until
 
     port = free_port()
@@ -244,7 +245,7 @@ def _server(src: Path, db: str, config: Path, work: Path) -> tuple[subprocess.Po
         if server.poll() is not None:
             raise RuntimeError(log.read_text()[-3000:])
         try:
-            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+            return http.get(f"{url}/healthz", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
 

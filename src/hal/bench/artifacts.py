@@ -46,6 +46,7 @@ from hal.bench.envs import run_envs_bench
 from hal.bench.replay_cost import cpu_model
 from hal.bench.slurm_peer import bench_work_dir
 from hal.config.model import DataConfig
+from hal.testing import http
 from hal.testing.live import LiveServer, free_port, wait_until
 
 CACHE_CLI = [sys.executable, "-m", "hal.cli.cache", "cache"]
@@ -105,8 +106,8 @@ class Tree:
         listen = f"127.0.0.1:{self.cp_port}"
         db = f"sqlite:///{self.work / 'cache.db'}"
         self._spawn("control-plane", ["control-plane", "--listen", listen, "--db", db])
-        http = httpx.Client(base_url=self.url, timeout=10)
-        wait_until(lambda: _ok(http, "/instances"), 60, message="the cache control plane")
+        session = httpx.Client(base_url=self.url, timeout=10)
+        wait_until(lambda: _ok(session, "/instances"), 60, message="the cache control plane")
         self._node("root", None, "root")
         self._node("branch", "root", "branch")
         for leaf in self.leaves:
@@ -289,7 +290,7 @@ def _publish(hal: Any, path: Path, size: int) -> str:
 
 
 def _view_ready(live: LiveServer, instances: int) -> bool:
-    got = httpx.get(
+    got = http.get(
         f"{live.url}/v1/data/status", headers={"Authorization": f"Bearer {live.token}"}, timeout=10
     ).json()
     return bool(got.get("instances", 0) >= instances and not got.get("stale"))
@@ -299,7 +300,7 @@ def _served(live: LiveServer) -> dict[str, float]:
     """``hal_artifact_served_bytes_total`` by ``to``."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    text = httpx.get(f"{live.url}/metrics", timeout=30).text
+    text = http.get(f"{live.url}/metrics", timeout=30).text
     return {
         s.labels["to"]: s.value
         for family in text_string_to_metric_families(text)
@@ -308,9 +309,9 @@ def _served(live: LiveServer) -> dict[str, float]:
     }
 
 
-def _ok(http: httpx.Client, path: str) -> bool:
+def _ok(session: httpx.Client, path: str) -> bool:
     try:
-        return http.get(path).status_code == 200
+        return session.get(path).status_code == 200
     except httpx.HTTPError:
         return False
 

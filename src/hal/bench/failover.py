@@ -38,6 +38,7 @@ import httpx
 
 from hal.bench.replay_cost import cpu_model
 from hal.bench.scale import PG_ADMIN, _database, make_tokens
+from hal.testing import http
 from hal.testing.live import free_port, stop_process, wait_until
 
 FIND_LEADER_S = 60.0  # how long the client looks for a leader before it gives up
@@ -137,7 +138,7 @@ class ServerProcess:
 
     def role(self) -> str | None:
         try:
-            return str(httpx.get(self.url + "/v1/ha", timeout=1).json()["role"])
+            return str(http.get(self.url + "/v1/ha", timeout=1).json()["role"])
         except (httpx.HTTPError, ValueError, KeyError):
             return None
 
@@ -198,11 +199,11 @@ class _Burst:
 
     def run(self) -> None:
         try:
-            with httpx.Client(timeout=60) as http:
+            with httpx.Client(timeout=60) as session:
                 for first in range(0, self.jobs, self.batch):
                     names = range(first, min(first + self.batch, self.jobs))
                     body = {"jobs": [self._job(i) for i in names]}
-                    self.acked += self._send(http, body)
+                    self.acked += self._send(session, body)
         except BaseException as err:  # reported by the caller
             self.error = err
 
@@ -213,11 +214,11 @@ class _Burst:
             return {"script": script, "name": f"j{i}", "workdir": "/tmp"}
         return {"script": "#!/bin/sh\ntrue\n", "name": f"j{i}", "hold": True}
 
-    def _send(self, http: httpx.Client, body: dict[str, Any]) -> list[int]:
+    def _send(self, session: httpx.Client, body: dict[str, Any]) -> list[int]:
         headers = {**self.headers, "Idempotency-Key": str(uuid.uuid4())}
         while True:
             try:
-                done = http.post(self.leader + "/v1/jobs/batch", json=body, headers=headers)
+                done = session.post(self.leader + "/v1/jobs/batch", json=body, headers=headers)
                 if done.status_code == 201:
                     return [int(r["job_id"]) for r in done.json()["results"]]
                 if done.status_code not in (307, 503):
@@ -422,7 +423,7 @@ def _up(servers: list[ServerProcess], token: str) -> int:
     for server in servers:
         if server.role() == "leader":
             with contextlib.suppress(httpx.HTTPError, ValueError):
-                got = httpx.get(
+                got = http.get(
                     server.url + "/v1/nodes",
                     headers={"Authorization": f"Bearer {token}"},
                     timeout=10,

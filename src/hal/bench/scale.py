@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 import httpx
 
 from hal.bench.replay_cost import cpu_model
+from hal.testing import http
 from hal.testing.live import free_port, stop_process, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -354,24 +355,24 @@ def run_scale_bench(
                 client.submit_many(batch[start : start + SUBMIT_BATCH])
             submit_s = time.monotonic() - t0
             _say(f"{jobs} jobs submitted in {submit_s:.1f} s; opening partition bulk")
-            http = httpx.Client(
+            session = httpx.Client(
                 base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=120
             )
-            http.post("/v1/diag/reset").raise_for_status()
-            metrics0 = http.get("/metrics").text
+            session.post("/v1/diag/reset").raise_for_status()
+            metrics0 = session.get("/metrics").text
             started0 = _counter(metrics0, "hal_jobs_started_total")
             opened = time.time()
             _open_bulk([*hal, "scontrol"], env)
             t_window = time.monotonic()
             cpu_window, emu_window = cpu_seconds([server_ps]), cpu_seconds(emulators_ps)
-            seen = _sample(http, client, [*hal, "squeue"], env, server_ps, measure, samples)
+            seen = _sample(session, client, [*hal, "squeue"], env, server_ps, measure, samples)
             window = time.monotonic() - t_window
             cpu_window = cpu_seconds([server_ps]) - cpu_window
             emu_window = cpu_seconds(emulators_ps) - emu_window
             pending = seen.pending
             if pending:  # (the last sample's may be a minute old on a loaded server)
                 pending = len(client.jobs(states=["PENDING"], validate=False))
-            metrics1 = http.get("/metrics").text
+            metrics1 = session.get("/metrics").text
             started = _counter(metrics1, "hal_jobs_started_total") - started0
             lag_p99 = _quantile(metrics0, metrics1, "hal_event_loop_lag_seconds", 0.99)
             passes = _counter(metrics1, PASS_HISTOGRAM + "_count") - _counter(
@@ -380,7 +381,7 @@ def run_scale_bench(
             within = _bucket(metrics1, PASS_HISTOGRAM, PASS_BOUND) - _bucket(
                 metrics0, PASS_HISTOGRAM, PASS_BOUND
             )
-            diag = http.get("/v1/diag").json()
+            diag = session.get("/v1/diag").json()
             t = time.perf_counter()
             acct = subprocess.run(
                 [*hal, "sacct", "-a", "-X", "-n", "-P", "-S", "2000-01-01"],
@@ -566,7 +567,7 @@ class _Samples:
 
 
 def _sample(
-    http: httpx.Client,
+    session: httpx.Client,
     client: Any,
     squeue: list[str],
     env: dict[str, str],
@@ -586,7 +587,7 @@ def _sample(
     begun = time.monotonic()
     while time.monotonic() - begun < measure:
         t = time.perf_counter()
-        got = http.get("/v1/jobs")
+        got = session.get("/v1/jobs")
         got.raise_for_status()
         seen.lists.append(time.perf_counter() - t)
         queued = got.json()["jobs"]
@@ -625,7 +626,7 @@ def _say(line: str) -> None:
 
 def _healthy(url: str) -> bool:
     try:
-        return httpx.get(url + "/healthz", timeout=1).status_code == 200
+        return http.get(url + "/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
 

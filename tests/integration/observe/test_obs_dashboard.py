@@ -27,6 +27,7 @@ from conftest_helpers import ARGS, BROWSER_MARKS, CHROMIUM
 
 from hal.client import HalClient
 from hal.config.priority import priority_from_dict
+from hal.testing import http
 from hal.testing.live import LiveServer, stop_process, wait_until
 from hal.wire.jobs import JobBatchSubmit, JobSubmit
 from hal.wire.submit import to_json
@@ -295,12 +296,12 @@ def test_ten_thousand_queued_jobs_page_and_filter(  # type: ignore[no-untyped-de
     one = JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", hold=True, name="bulk")
     body = JobBatchSubmit(jobs=[one] * 1000).model_dump_json(exclude_defaults=True)
     headers = {"Authorization": f"Bearer {hal.token}", "Content-Type": "application/json"}
-    with httpx.Client(base_url=hal.url, headers=headers, timeout=60) as http:
+    with httpx.Client(base_url=hal.url, headers=headers, timeout=60) as session:
         for _ in range(10):
-            http.post("/v1/jobs/batch", content=body).raise_for_status()
+            session.post("/v1/jobs/batch", content=body).raise_for_status()
         special = JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", hold=True,
                             name="needle-in-queue")  # fmt: skip
-        needle = http.post("/v1/jobs", content=to_json(special)).json()["job_id"]
+        needle = session.post("/v1/jobs", content=to_json(special)).json()["job_id"]
     page.click('nav a[data-tab="queue"]')
     page.wait_for_function(
         "/of 100\\d\\d/.test(document.querySelector('#page-info').textContent)", timeout=30_000
@@ -512,7 +513,7 @@ def test_the_data_tab_shows_the_view_and_pre_staging(  # type: ignore[no-untyped
     headers = {"Authorization": f"Bearer {server.token}"}
 
     def staged() -> int:
-        status = httpx.get(f"{server.url}/v1/data/status", headers=headers, timeout=10)
+        status = http.get(f"{server.url}/v1/data/status", headers=headers, timeout=10)
         return int(status.raise_for_status().json()["prestage"]["staged"])
 
     with server.client() as c:
@@ -548,7 +549,7 @@ def test_the_data_tab_shows_each_cache_nodes_hits_misses_and_bytes_moved(  # typ
     headers = {"Authorization": f"Bearer {server.token}"}
 
     def caches() -> dict[str, dict[str, Any]]:
-        status = httpx.get(f"{server.url}/v1/data/status", headers=headers, timeout=10)
+        status = http.get(f"{server.url}/v1/data/status", headers=headers, timeout=10)
         return {c["instance"]: c for c in status.raise_for_status().json()["caches"]}
 
     wait_until(lambda: {"root", "node1"} <= set(caches()), 30,

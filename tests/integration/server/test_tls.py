@@ -26,6 +26,7 @@ import pytest
 
 from hal.client import HalClient
 from hal.host.certs import init_ca, issue
+from hal.testing import http
 from hal.testing.live import free_port, stop_process, wait_until
 
 HAL = (sys.executable, "-m", "hal.cli.main")
@@ -262,12 +263,14 @@ def test_the_servers_metrics_ask_for_the_token(tmp_path: Path, pki: Pki) -> None
     for srv in _serve(tmp_path, *pki.pair("localhost"), "--metrics-token-file", str(token)):
         with httpx.Client(
             base_url=srv.url, verify=ssl.create_default_context(cafile=pki.ca), timeout=10
-        ) as http:
-            refused = http.get("/metrics")
+        ) as session:
+            refused = session.get("/metrics")
             assert refused.status_code == 401
             assert "metrics token" in refused.json()["detail"]
-            assert http.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
-            ok = http.get("/metrics", headers={"Authorization": "Bearer scrape-me"})
+            assert (
+                session.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+            )
+            ok = session.get("/metrics", headers={"Authorization": "Bearer scrape-me"})
             assert ok.status_code == 200
             assert "hal_" in ok.text
 
@@ -293,21 +296,21 @@ def test_an_agents_metrics_over_tls_ask_for_the_token(
     )
     url = f"https://localhost:{port}/metrics"
     try:
-        with httpx.Client(verify=ssl.create_default_context(cafile=pki.ca), timeout=10) as http:
+        with httpx.Client(verify=ssl.create_default_context(cafile=pki.ca), timeout=10) as session:
 
             def answers() -> bool:
                 try:
-                    return http.get(url).status_code == 401
+                    return session.get(url).status_code == 401
                 except httpx.TransportError:
                     return False
 
             wait_until(answers, message="the agent's metrics listener")
-            assert "missing or wrong token" in http.get(url).text
-            ok = http.get(url, headers={"Authorization": "Bearer node-scrape"})
+            assert "missing or wrong token" in session.get(url).text
+            ok = session.get(url, headers={"Authorization": "Bearer node-scrape"})
             assert ok.status_code == 200
             assert "hal_agent" in ok.text
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
-            httpx.get(url, verify=ssl.create_default_context(cafile=pki.other / "ca.pem"))
+            http.get(url, verify=ssl.create_default_context(cafile=pki.other / "ca.pem"))
     finally:
         stop_process(agent)
 
@@ -321,14 +324,14 @@ def test_the_embedded_cache_control_plane_asks_for_the_data_planes_token(
     args = (*pki.pair("localhost"), "--cache-control-plane")
     for srv in _serve(tmp_path, *args, env=cache_env):
         trust = ssl.create_default_context(cafile=pki.ca)
-        with httpx.Client(base_url=srv.url, verify=trust, timeout=10) as http:
-            refused = http.get("/cache/v1/instances")
+        with httpx.Client(base_url=srv.url, verify=trust, timeout=10) as session:
+            refused = session.get("/cache/v1/instances")
             assert refused.status_code == 401
             assert "HAL_CACHE_TOKEN" in refused.json()["message"]
-            ok = http.get("/cache/v1/instances", headers={"Authorization": "Bearer data-secret"})
+            ok = session.get("/cache/v1/instances", headers={"Authorization": "Bearer data-secret"})
             assert ok.status_code == 200
             assert ok.json()["instances"] == []
-            wrong = http.get("/v1/nodes", headers={"Authorization": "Bearer data-secret"})
+            wrong = session.get("/v1/nodes", headers={"Authorization": "Bearer data-secret"})
             assert wrong.status_code == 401
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
@@ -19,7 +20,7 @@ NODE = {"cpus": 2, "memory_bytes": 2**31}
 
 def post(live: LiveServer, path: str, token: str, body: dict[str, Any]) -> httpx.Response:
     auth = {"Authorization": f"Bearer {token}"}
-    return httpx.post(live.url + path, json=body, headers=auth, timeout=30)
+    return http.post(live.url + path, json=body, headers=auth, timeout=30)
 
 
 def agent_token(live: LiveServer, name: str, nodes: str = "") -> str:
@@ -108,17 +109,17 @@ def test_an_agent_token_is_refused_everywhere_but_the_agent_channel(tmp_path: An
     own or others'), nodes, reservations, events, the dashboard's data."""
     with LiveServer(tmp_path) as live:
         token = agent_token(live, "rack1")
-        paths = httpx.get(live.url + "/openapi.json", timeout=60).json()["paths"]
+        paths = http.get(live.url + "/openapi.json", timeout=60).json()["paths"]
         checked = []
-        with httpx.Client(base_url=live.url, timeout=60) as http:
+        with httpx.Client(base_url=live.url, timeout=60) as session:
             for template, methods in sorted(paths.items()):
                 if template.startswith("/v1/agent/"):
                     continue
                 for method in methods:
-                    if http.request(method, _path(template)).status_code != 401:
+                    if session.request(method, _path(template)).status_code != 401:
                         continue  # needs no token (/healthz, /metrics)
                     auth = {"Authorization": f"Bearer {token}"}
-                    r = http.request(method, _path(template), headers=auth)
+                    r = session.request(method, _path(template), headers=auth)
                     assert r.status_code == 403, (method, template, r.text)
                     assert "rack1's token is an agent token" in r.json()["detail"]
                     checked.append(f"{method.upper()} {template}")

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from hal.testing import http
 from hal.testing.live import free_port, wait_until
 from hal.wire.jobs import JobBatchSubmit, JobSubmit
 
@@ -48,7 +49,7 @@ def start_server(data: Path, port: int) -> tuple[subprocess.Popen[str], str | No
 
     def healthy() -> bool:
         try:
-            return httpx.get(url + "/healthz", timeout=1).status_code == 200
+            return http.get(url + "/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -69,7 +70,7 @@ def test_sigkill_during_burst_loses_and_duplicates_nothing(tmp_path: Path) -> No
 
     def submitter(worker: int) -> None:
         batch_no = 0
-        with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as session:
             while not stop.is_set() and batch_no < 100:
                 names = [f"w{worker}-b{batch_no}-j{i}" for i in range(50)]
                 body = JobBatchSubmit(
@@ -79,7 +80,7 @@ def test_sigkill_during_burst_loses_and_duplicates_nothing(tmp_path: Path) -> No
                     ]
                 ).model_dump_json(exclude_defaults=True)
                 try:
-                    r = http.post("/v1/jobs/batch", content=body)
+                    r = session.post("/v1/jobs/batch", content=body)
                 except httpx.HTTPError:
                     return  # the server died mid-request: this batch was never acknowledged
                 if r.status_code != 201:
@@ -103,8 +104,8 @@ def test_sigkill_during_burst_loses_and_duplicates_nothing(tmp_path: Path) -> No
 
     proc, _ = start_server(tmp_path, port)
     try:
-        with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
-            r = http.get("/v1/jobs", params={"history": "true"})
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as session:
+            r = session.get("/v1/jobs", params={"history": "true"})
             r.raise_for_status()
             stored = r.json()["jobs"]
     finally:

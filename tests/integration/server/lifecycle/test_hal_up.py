@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
 import threading
+from http.server import HTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 from up_process import AnswersEverything, agents_of, start_up, stop_up
 
+from hal.testing import http
 from hal.testing.live import free_port
 
 pytestmark = pytest.mark.live  # `hal up` and its agents, in subprocesses
@@ -27,7 +27,7 @@ def test_a_port_in_use_is_refused_in_one_line(tmp_path: Path, command: str) -> N
     its URL; `hal server` ended with uvicorn's log and exit 3. Now both refuse before
     anything starts, naming the port."""
     home, data = tmp_path / "home", tmp_path / "data"
-    other = http.server.HTTPServer(("127.0.0.1", 0), AnswersEverything)
+    other = HTTPServer(("127.0.0.1", 0), AnswersEverything)
     port = other.server_address[1]
     threading.Thread(target=other.serve_forever, daemon=True).start()
     env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
@@ -145,7 +145,7 @@ def test_hal_up_gives_its_agents_an_agent_token_not_the_admins(tmp_path: Path) -
         url = f"http://127.0.0.1:{port}"
         credentials = json.loads((home / ".config" / "hal" / "credentials.json").read_text())
         assert token != credentials[url]["token"]
-        r = httpx.get(url + "/v1/users", headers={"Authorization": f"Bearer {token}"})
+        r = http.get(url + "/v1/users", headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 403
         assert "local-agents's token is an agent token" in r.json()["detail"]
         (local,) = [u for u in client.users() if u.name == "local-agents"]
