@@ -34,7 +34,7 @@ import httpx
 
 from hal.agent.artifacts import ArtifactMissing
 from hal.client.servers import LeaderChoice, Round, not_leading, server_urls
-from hal.host.tls import explain, verify_for
+from hal.host.tls import explain, verify_for_servers
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
 from hal.wire.artifacts import ArtifactRoute
 from hal.wire.output import OutputPoll, OutputReads
@@ -115,7 +115,7 @@ class ServersChannel(ABC):
         self.server_url = ",".join(self.servers.urls)
         # HAL_CA_FILE, HAL_TLS_CERT (mutual TLS) where any is https: one site's servers
         # share their CA
-        self.tls = verify_for(max(self.servers.urls, key=lambda url: url.startswith("https:")))
+        self.tls = verify_for_servers(self.servers.urls)
 
     async def register(self, request: AgentRegister) -> AgentRegistered:
         body = await self._post("/v1/agent/register", request.model_dump_json(), None)

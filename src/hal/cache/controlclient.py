@@ -21,7 +21,7 @@ import httpx
 
 from hal.cache.auth import auth_headers
 from hal.client.servers import LeaderChoice, server_urls
-from hal.host.tls import verify_for
+from hal.host.tls import verify_for_servers
 
 # An inventory goes in parts of at most this many keys (``--inventory-chunk-keys``) and
 # this many bytes: one request holding every key of a big node (~700,000 keys) passed the
@@ -63,7 +63,7 @@ class ControlPlaneClient:
             timeout=httpx.Timeout(timeout_s, connect=min(0.5, timeout_s)),
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
             # HAL_CA_FILE where any control plane is https
-            verify=verify_for(max(self.planes.urls, key=lambda url: url.startswith("https:"))),
+            verify=verify_for_servers(self.planes.urls),
             headers=auth_headers(),
         )
 

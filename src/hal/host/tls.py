@@ -12,7 +12,7 @@ import os
 import ssl
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 CA_ENV = "HAL_CA_FILE"
@@ -223,3 +223,8 @@ def verify_for(url: str) -> ssl.SSLContext:
     ctx = DeferredClientContext()
     load_site(ctx)
     return ctx
+
+
+def verify_for_servers(urls: Sequence[str]) -> ssl.SSLContext:
+    """``verify_for`` a client given several servers: an https one if any."""
+    return verify_for(max(urls, key=lambda url: url.startswith("https:")))

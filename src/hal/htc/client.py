@@ -38,7 +38,7 @@ from hal.client.problems import error_from_response
 from hal.client.servers import FAILOVER_CONNECT_SECONDS, LeaderChoice, failover_timeout
 from hal.client.sync import segment
 from hal.core.errors import InvalidRequest, Unavailable
-from hal.host.tls import verify_for
+from hal.host.tls import verify_for_servers
 from hal.htc.client_session import Session, pack_common
 from hal.htc.rest import ServiceSpec, SessionInfo, SessionList, SessionOptions, SessionTicket
 
@@ -66,7 +66,7 @@ class HtcClient:
                 timeout, connect=timeout if alone else min(timeout, FAILOVER_CONNECT_SECONDS)
             ),
             # HAL_CA_FILE where any server is https; the CA store read only then
-            verify=verify_for(max(self._servers.urls, key=lambda url: url.startswith("https:"))),
+            verify=verify_for_servers(self._servers.urls),
         )
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from typing import Protocol
 import httpx
 
 from hal.client.servers import LeaderChoice, server_urls
-from hal.host.tls import verify_for
+from hal.host.tls import verify_for_servers
 from hal.htc.rest import WorkerSync, WorkerSyncReply
 
 KEY_HEADER = "X-Hal-Htc-Key"
@@ -38,7 +38,7 @@ class HttpControlPlane:
             headers={KEY_HEADER: key, "Content-Type": "application/json"},
             timeout=TIMEOUT_S,
             # HAL_CA_FILE where any server is https; the CA store read only then
-            verify=verify_for(max(self._servers.urls, key=lambda url: url.startswith("https:"))),
+            verify=verify_for_servers(self._servers.urls),
         )
 
     async def sync(self, request: WorkerSync) -> WorkerSyncReply:

@@ -29,6 +29,7 @@ from hal.host.tls import (
     peer_names,
     server_context,
     verify_for,
+    verify_for_servers,
 )
 
 HAL = (sys.executable, "-m", "hal.cli.main")
@@ -206,3 +207,15 @@ def test_a_plain_http_client_reads_the_system_store_only_if_it_goes_to_https(
     monkeypatch.setenv("HAL_CA_FILE", str(tmp_path / "missing.pem"))
     with pytest.raises(TlsSetupError, match=r"cannot use .* as the CA"):
         verify_for("http://head:8470")  # a bad site file is reported when the client is made
+
+
+def test_a_client_of_several_servers_reads_the_store_at_once_if_any_is_https() -> None:
+    """Plain HTTP everywhere: the store waits for a handshake. One https address among
+    them: the client's context has it from the start, as ``client_context()``'s."""
+    deferred = verify_for_servers(["http://a:8470", "http://b:8470"])
+    assert isinstance(deferred, DeferredClientContext)
+    assert deferred.cert_store_stats()["x509_ca"] == 0
+    for urls in (["http://a:8470", "https://b:8470"], ["https://a:8470", "http://b:8470"]):
+        ctx = verify_for_servers(urls)
+        assert not isinstance(ctx, DeferredClientContext), urls
+        assert ctx.cert_store_stats() == client_context().cert_store_stats()
