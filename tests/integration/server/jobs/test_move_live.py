@@ -122,8 +122,10 @@ def test_a_fallen_service_has_its_clashing_neighbour_moved(
             return [e for e in c.events(follow=False) if e.kind == "job.moved"]
 
         wait_until(lambda: bool(moves()), timeout=HIGH + LOW / 2, message="the move")
-        (event,) = moves()
-        assert event.job_id == noisy_id and event.data["away_from"] == service_id
+        found = moves()
+        assert len(found) == 1, [(e.job_id, e.data) for e in found]
+        event = found[0]
+        assert event.job_id == noisy_id and event.data["away_from"] == service_id, event
         reason = str(event.data["reason"])
         assert "fell and stayed down" in reason and f"job {noisy_id} moved" in reason, reason
         classes = (c.job(service_id).profile_class, c.job(noisy_id).profile_class)
