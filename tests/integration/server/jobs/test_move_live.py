@@ -130,11 +130,14 @@ def test_a_fallen_service_has_its_clashing_neighbour_moved(
         assert "fell and stayed down" in reason and f"job {noisy_id} moved" in reason, reason
         classes = (c.job(service_id).profile_class, c.job(noisy_id).profile_class)
         assert classes[1] == MEMORY and classes[0] in (LIGHT, CPU), classes
-        wait_until(
-            lambda: c.job(noisy_id).state == "RUNNING" and c.job(noisy_id).restarts == 1,
-            timeout=60,
-            message="the moved job to run again",
-        )
+
+        def ran_again() -> bool:
+            # (one read: two could see the first run still RUNNING, then the requeue's
+            # restart count, with the job pending between its runs)
+            job = c.job(noisy_id)
+            return job.state == "RUNNING" and job.restarts == 1
+
+        wait_until(ran_again, timeout=60, message="the moved job to run again")
         moved, stayed = c.job(noisy_id), c.job(service_id)
         assert moved.nodes == ["node2"], moved.nodes  # away from the service
         assert (stayed.state, stayed.nodes, stayed.restarts) == ("RUNNING", ["node1"], 0)
