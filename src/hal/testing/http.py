@@ -2,10 +2,10 @@
 
 ``httpx.get(url)`` makes a client for the one request, and a client made with httpx's
 default ``verify`` loads certifi's CA bundle into a new SSL context: about 28 ms of CPU
-per call (0.7 ms here), even for a plain-HTTP URL that never uses it. A test polling a
-server's ``/healthz`` or ``/metrics`` twenty times a second spent about half a core on
-it (docs/development.md). These take
-the same arguments and send the same request, but verify as HAL's own clients do
+per call against 0.7 ms through this module, even for a plain-HTTP URL that never
+uses it. A test polling a server's ``/healthz`` or ``/metrics`` twenty times a second
+spent about half a core on it (docs/development.md). These take the same arguments and
+send the same request, but verify as HAL's own clients do
 (``hal.host.tls.verify_for``): for plain HTTP the system store is read only should the
 request be sent on to https. An explicit ``verify=`` is used as given.
 """
