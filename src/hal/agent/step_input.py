@@ -187,12 +187,14 @@ def _feed(folder: str, pipes: dict[int, int], terminal: int, out: int) -> None:
     size_seen = -1
     woken = open_wake(folder, INPUT_WAKE)  # (the agent wrote input: look now)
     told = -1  # OUTPUT_WAKE's write end
+    # pipes to close once the record says so: a task that reads its EOF may end, and the
+    # keeper then kills the feeder, before a record written after the close
+    closing: list[int] = []
 
     def close(rank: int) -> None:
         fd = pipes.pop(rank)
         if fd != terminal:  # (the terminal stays open for its output)
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            closing.append(fd)
         fed[rank] = CLOSED
 
     while pipes or terminal >= 0:
@@ -231,6 +233,10 @@ def _feed(folder: str, pipes: dict[int, int], terminal: int, out: int) -> None:
         if fed != said:
             write_atomic(folder, FED_FILE, "".join(f"{r} {o}\n" for r, o in sorted(fed.items())))
             said = dict(fed)
+        for fd in closing:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        closing.clear()
         low = min((o for o in fed.values() if o != CLOSED), default=size)
         if source is not None and low - punched >= PUNCH_BYTES:
             punched = _punch(source, low - low % PUNCH_BYTES) or punched

@@ -114,7 +114,9 @@ def test_tasks_read_the_input_until_its_end_others_read_nothing(
     out = [tmp_path / f"out.{rank}" for rank in (0, 1)]
     wait_for(lambda: all(p.exists() and p.read_bytes() == b"hello\n" for p in out), "hello")
     wait_for(lambda: [r for r, _ in read_ends(str(tmp_path))] == [2], "rank 2's end")
-    assert not ended(pid) and read_fed(str(tmp_path)) == {0: 6, 1: 6}
+    # (the feeder records what it gave after the writes that the tasks may copy first)
+    wait_for(lambda: read_fed(str(tmp_path)) == {0: 6, 1: 6}, "the record of what was fed")
+    assert not ended(pid)
     write_input(str(tmp_path), 6, b"world\n")
     end_input(str(tmp_path), 12)
     wait_for(lambda: ended(pid), "the keeper's end")
