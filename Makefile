@@ -10,8 +10,9 @@ TEST_ARGS ?=
 # (on 2 cores: 6 workers 10.3 min, 4 workers 12.3 min for the whole suite)
 TEST_WORKERS ?= 6
 PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
-# the site's build; the two variables silence the banners of mkdocs' plugins
-MKDOCS  := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --quiet
+# the site's build; the two variables silence the banners of mkdocs' plugins (no --quiet:
+# it hides the warnings that --strict turns into a failure)
+MKDOCS  := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict
 
 # Prism, the mock server of Lambda Cloud's API contract the Lambda provider's tests run
 # (tools/prism/package.json pins it; npm ci installs exactly the lock file's tree)
