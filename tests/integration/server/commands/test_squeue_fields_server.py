@@ -109,7 +109,10 @@ def test_squeue_prints_the_same_with_the_fields_it_asks_for(
             c.cancel(str(job_id))
 
 
-def test_the_list_sends_the_fields_named_and_refuses_unknown_ones(live: LiveServer) -> None:
+def test_the_list_sends_the_fields_named_and_refuses_unknown_ones(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    _sbatch(live, tmp_path, "-J", "listed", wrap="true")  # (a job of its own to list)
     auth = {"Authorization": f"Bearer {live.token}"}
     got = http.get(
         f"{live.url}/v1/jobs", params={"fields": "id,state", "all": "true"}, headers=auth
