@@ -65,6 +65,12 @@ from hal.wire.jobs import JobInfo, JobRun, StepRecord
 
 # a few milliseconds of serialising between two turns of the event loop
 YIELD_EVERY = 50
+# asleep between those turns while a pass is decided (``give_way``: on the server's
+# worker thread, or in a forked process the thread waits for). A loop thread that never
+# waits holds the interpreter each time the pass lets it go (at every large numpy call),
+# and a pass on the thread then takes about 8 times its CPU; with 1 ms asleep per 2 ms of
+# work, about 2 times (docs/benchmarks-scale.md, "The interpreter's switch interval")
+GIVE_WAY_S = 0.001
 # field sets whose JSON is kept (squeue's default, -l, a tool's own -o, the dashboard's)
 MAX_FIELD_SETS = 8
 JOB_FIELDS = tuple(JobInfo.model_fields)  # in JobInfo's order: what ``fields=`` may name
@@ -299,12 +305,14 @@ class JobListCache:
         cluster: Cluster,
         fields: frozenset[str] | None = None,
         omit_defaults: bool = False,
+        give_way: Callable[[], bool] = lambda: False,
     ) -> bytes:
         """``{"jobs": [...]}`` of ``jobs``, in their order, each with ``fields`` (None:
         every field), less those at their default with ``omit_defaults``. Between every
         ``YIELD_EVERY`` jobs serialised afresh it lets the event loop run (the first list
-        after a start builds every job's JSON: seconds at 20,000 jobs); the jobs are the
-        versions ``jobs`` holds, whatever changes meanwhile."""
+        after a start builds every job's JSON: seconds at 20,000 jobs), and sleeps
+        ``GIVE_WAY_S`` there while ``give_way()`` says a pass is deciding on a thread;
+        the jobs are the versions ``jobs`` holds, whatever changes meanwhile."""
         shape = self._shape(frozenset(JOB_FIELDS) if fields is None else fields, omit_defaults)
         now = cluster.clock.now()
         parts: list[bytes] = []
@@ -319,7 +327,7 @@ class JobListCache:
             parts.append(self._json(shape, job, cluster, now, sources))
             if self.built - built >= YIELD_EVERY:
                 built = self.built
-                await asyncio.sleep(0)
+                await asyncio.sleep(GIVE_WAY_S if give_way() else 0)
         if len(shape.entries) > 2 * len(cluster.jobs) + 1000:
             held = cluster.jobs
             shape.entries = {k: e for k, e in shape.entries.items() if held.get(k) is e.job}
@@ -460,13 +468,14 @@ async def history_body(
     omit_defaults: bool,
     steps: Mapping[int, list[StepRecord]],
     runs: Mapping[int, list[JobRun]],
+    give_way: Callable[[], bool] = lambda: False,
 ) -> bytes:
     """``{"jobs": [...]}`` of history's ``jobs`` (``sacct``), in their order, each with
     ``fields`` (None: every field), less those at their default with ``omit_defaults``:
     the same JSON as a ``JobList`` of their ``job_info`` with ``steps`` and ``runs``
     (by job id; a job not there has none) restricted to those fields, each field worked
     out alone as the queue's list does. Every ``YIELD_EVERY`` jobs it lets the event
-    loop run."""
+    loop run (and gives way as the queue's list does)."""
     asked = frozenset(JOB_FIELDS) if fields is None else fields
     shape, model = _history_shape(asked, omit_defaults)
     now = cluster.clock.now()
@@ -482,7 +491,7 @@ async def history_body(
             values["runs"] = runs.get(job.id, [])
         parts.append(shape.json(model, values))
         if n % YIELD_EVERY == 0:
-            await asyncio.sleep(0)
+            await asyncio.sleep(GIVE_WAY_S if give_way() else 0)
     return b'{"jobs":[' + b",".join(parts) + b"]}"
 
 
@@ -494,9 +503,10 @@ async def job_list_body(
     cluster: Cluster,
     fields: frozenset[str] | None = None,
     omit_defaults: bool = False,
+    give_way: Callable[[], bool] = lambda: False,
 ) -> bytes:
     """``JobListCache.body`` with the cache kept for ``cluster``."""
     cache = _CACHES.get(cluster)
     if cache is None:
         cache = _CACHES[cluster] = JobListCache()
-    return await cache.body(jobs, cluster, fields, omit_defaults)
+    return await cache.body(jobs, cluster, fields, omit_defaults, give_way)

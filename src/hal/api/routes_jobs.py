@@ -249,13 +249,18 @@ async def list_jobs(
         ]
         jobs.sort(key=lambda j: j.id)
         jobs = jobs[:limit]
+    service = ctx.service
+
+    def give_way() -> bool:  # (a pass deciding on the worker thread)
+        return service.deciding
+
     if not history:  # the queue, from each job's JSON kept between requests
-        body = await job_list_body(jobs, ctx.cluster, wanted, omit_defaults)
+        body = await job_list_body(jobs, ctx.cluster, wanted, omit_defaults, give_way)
         return Response(body, media_type="application/json")
     steps = await _steps(ctx, jobs) if wanted is None or "steps" in wanted else {}
     runs = await _runs(ctx, jobs) if wanted is None or "runs" in wanted else {}
     if wanted is not None or omit_defaults:  # (sacct: each field worked out alone)
-        body = await history_body(jobs, ctx.cluster, wanted, omit_defaults, steps, runs)
+        body = await history_body(jobs, ctx.cluster, wanted, omit_defaults, steps, runs, give_way)
         return Response(body, media_type="application/json")
     infos = [job_info(j, ctx.cluster) for j in jobs]
     for info in infos:

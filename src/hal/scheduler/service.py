@@ -265,6 +265,9 @@ class SchedulerService:
         # jobs: a pending job started on the CPUs a cancelled one gave back would be
         # left running when the agents stop)
         self.paused = False
+        # True while ``decide`` runs on the worker thread: work on the event loop that
+        # could hold the interpreter for seconds gives way (``hal.api.job_list``)
+        self.deciding = False
 
     async def run(self, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
@@ -317,7 +320,11 @@ class SchedulerService:
             return False
         stats = self.stats
         started = time.perf_counter()
-        plan, began, ended, cpu = await loop.run_in_executor(None, self._timed_decide, snap)
+        self.deciding = True
+        try:
+            plan, began, ended, cpu = await loop.run_in_executor(None, self._timed_decide, snap)
+        finally:
+            self.deciding = False
         back = time.perf_counter()
         stats.last_duration_s = stats.last_pass_s = back - started
         stats.last_pass_handback_s = max(0.0, back - ended)

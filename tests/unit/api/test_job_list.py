@@ -13,9 +13,11 @@ import pytest
 
 from hal.api.convert import LIVE_FIELDS, job_info
 from hal.api.job_list import (
+    GIVE_WAY_S,
     JOB_DEFAULTS,
     JOB_FIELDS,
     MAX_FIELD_SETS,
+    YIELD_EVERY,
     JobListCache,
     field_set,
     history_body,
@@ -274,3 +276,39 @@ def test_fields_names_jobinfo_fields_and_refuses_others_naming_those_there_are()
     assert "unknown job fields: colour, shape" in message
     assert "display_id" in message and "suspended_seconds" in message
     assert refused.value.field == "fields"
+
+
+def test_a_long_build_sleeps_between_its_turns_while_a_pass_decides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every ``YIELD_EVERY`` jobs built, the queue's list and history's let the loop run:
+    at once (``sleep(0)``), or ``GIVE_WAY_S`` asleep while ``give_way()`` says a pass is
+    deciding; a list taken from kept JSON builds nothing and never waits."""
+    clock = VirtualClock(1_000_000.0)
+    cluster = new_cluster(MemoryStateStore(), clock)
+    store(cluster, *(make_job(i).build() for i in range(1, 2 * YIELD_EVERY + 1)))
+    jobs = sorted(cluster.jobs.values(), key=lambda j: j.id)
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    deciding = [False]
+    cache = JobListCache()
+    for passing, fields in ((False, FIELD_SETS[0]), (True, FIELD_SETS[1])):
+        deciding[0] = passing
+        slept.clear()
+        body = asyncio.run(cache.body(jobs, cluster, fields, False, lambda: deciding[0]))
+        assert len(json.loads(body)["jobs"]) == len(jobs)
+        assert slept == [GIVE_WAY_S if passing else 0] * 2, (passing, slept)
+        slept.clear()
+        listed = history_body(jobs, cluster, fields, False, {}, {}, lambda: deciding[0])
+        history = asyncio.run(listed)
+        assert json.loads(history) == json.loads(body)
+        assert slept == [GIVE_WAY_S if passing else 0] * 2, (passing, slept)
+    slept.clear()
+    asyncio.run(cache.body(jobs, cluster, FIELD_SETS[1], False, lambda: True))  # (all kept)
+    assert slept == []
