@@ -83,6 +83,16 @@ JOB_DEFAULTS: dict[str, Any] = {
 }
 
 
+def _never() -> bool:
+    return False
+
+
+async def _turn(give_way: Callable[[], bool]) -> None:
+    """A turn of the event loop between two chunks of a build: at once, or ``GIVE_WAY_S``
+    asleep while ``give_way()`` says a pass is being decided."""
+    await asyncio.sleep(GIVE_WAY_S if give_way() else 0)
+
+
 def _flat(annotation: Any) -> bool:
     """Whether a value so typed serialises without a JSON object in it."""
     if isinstance(annotation, type) and not get_args(annotation):
@@ -305,13 +315,13 @@ class JobListCache:
         cluster: Cluster,
         fields: frozenset[str] | None = None,
         omit_defaults: bool = False,
-        give_way: Callable[[], bool] = lambda: False,
+        give_way: Callable[[], bool] = _never,
     ) -> bytes:
         """``{"jobs": [...]}`` of ``jobs``, in their order, each with ``fields`` (None:
         every field), less those at their default with ``omit_defaults``. Between every
         ``YIELD_EVERY`` jobs serialised afresh it lets the event loop run (the first list
         after a start builds every job's JSON: seconds at 20,000 jobs), and sleeps
-        ``GIVE_WAY_S`` there while ``give_way()`` says a pass is deciding on a thread;
+        ``GIVE_WAY_S`` there while ``give_way()`` says a pass is being decided (``_turn``);
         the jobs are the versions ``jobs`` holds, whatever changes meanwhile."""
         shape = self._shape(frozenset(JOB_FIELDS) if fields is None else fields, omit_defaults)
         now = cluster.clock.now()
@@ -327,7 +337,7 @@ class JobListCache:
             parts.append(self._json(shape, job, cluster, now, sources))
             if self.built - built >= YIELD_EVERY:
                 built = self.built
-                await asyncio.sleep(GIVE_WAY_S if give_way() else 0)
+                await _turn(give_way)
         if len(shape.entries) > 2 * len(cluster.jobs) + 1000:
             held = cluster.jobs
             shape.entries = {k: e for k, e in shape.entries.items() if held.get(k) is e.job}
@@ -468,7 +478,7 @@ async def history_body(
     omit_defaults: bool,
     steps: Mapping[int, list[StepRecord]],
     runs: Mapping[int, list[JobRun]],
-    give_way: Callable[[], bool] = lambda: False,
+    give_way: Callable[[], bool] = _never,
 ) -> bytes:
     """``{"jobs": [...]}`` of history's ``jobs`` (``sacct``), in their order, each with
     ``fields`` (None: every field), less those at their default with ``omit_defaults``:
@@ -491,7 +501,7 @@ async def history_body(
             values["runs"] = runs.get(job.id, [])
         parts.append(shape.json(model, values))
         if n % YIELD_EVERY == 0:
-            await asyncio.sleep(GIVE_WAY_S if give_way() else 0)
+            await _turn(give_way)
     return b'{"jobs":[' + b",".join(parts) + b"]}"
 
 
@@ -503,7 +513,7 @@ async def job_list_body(
     cluster: Cluster,
     fields: frozenset[str] | None = None,
     omit_defaults: bool = False,
-    give_way: Callable[[], bool] = lambda: False,
+    give_way: Callable[[], bool] = _never,
 ) -> bytes:
     """``JobListCache.body`` with the cache kept for ``cluster``."""
     cache = _CACHES.get(cluster)

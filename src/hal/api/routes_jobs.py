@@ -251,7 +251,7 @@ async def list_jobs(
         jobs = jobs[:limit]
     service = ctx.service
 
-    def give_way() -> bool:  # (a pass deciding on the worker thread)
+    def give_way() -> bool:  # (a pass being decided: ``hal.api.job_list._turn``)
         return service.deciding
 
     if not history:  # the queue, from each job's JSON kept between requests

@@ -265,8 +265,9 @@ class SchedulerService:
         # jobs: a pending job started on the CPUs a cancelled one gave back would be
         # left running when the agents stop)
         self.paused = False
-        # True while ``decide`` runs on the worker thread: work on the event loop that
-        # could hold the interpreter for seconds gives way (``hal.api.job_list``)
+        # True while ``decide`` runs (on the worker thread, or in a forked process the
+        # thread waits for): work on the event loop that could hold the interpreter for
+        # seconds gives way (``hal.api.job_list``)
         self.deciding = False
 
     async def run(self, stop: asyncio.Event) -> None:
