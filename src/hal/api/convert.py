@@ -513,11 +513,15 @@ def _some_live_fields(
     return out
 
 
-def live_settled(job: Job) -> bool:
+def live_settled(job: Job, only: frozenset[str] | None = None) -> bool:
     """Whether ``live_fields`` of ``job`` are the same at any time, whatever else
     changes: it ended, or it waits with no begin time, no dependency, no run so far and
     no suspension (most of a queue). One running, or whose fields follow the clock or
-    other jobs, is not."""
+    other jobs, is not. ``only`` (``live_fields``'): of just these, where
+    ``suspended_seconds`` alone (``squeue``'s) follows the clock only while the job is
+    suspended (a running job's is the same until its next version)."""
+    if only is not None and only <= {"suspended_seconds"}:
+        return job.end_time is not None or SUSPENDED_AT not in job.extra
     if job.state.is_active:
         return False  # its agent's samples, its cost and suspension so far
     if job.end_time is None and SUSPENDED_AT in job.extra:

@@ -8,8 +8,10 @@ taken from the agents' syncs and the scheduler. A job is immutable (a change is 
 while the mirror holds the same object; the few that depend on the clock, the agent's
 latest usage sample or other jobs (``convert.LIVE_FIELDS``) are worked out on every
 request (unless ``convert.live_settled`` says they cannot have changed: a plain pending
-job's) and serialised again only when they changed. The body is the same JSON as
-``JobList``'s (its fields in another order).
+job's; of ``squeue``'s one live field, a running job's not suspended) and serialised
+again only when they changed. The body is the same JSON as ``JobList``'s (its fields in
+another order). Between requests ``warm`` builds what squeue's default set and the sets
+asked for lately lack of the queue (``hal.api.list_warmer``, ADR 0030).
 
 ``fields=`` (``field_set``) asks for some of ``JobInfo``'s fields: ``squeue`` asks for
 the dozen its format shows, a sixth of the bytes to send and to parse. Each field set
@@ -40,9 +42,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import math
+import time
 import types
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar, Union, get_args, get_origin
@@ -73,6 +77,32 @@ YIELD_EVERY = 50
 GIVE_WAY_S = 0.001
 # field sets whose JSON is kept (squeue's default, -l, a tool's own -o, the dashboard's)
 MAX_FIELD_SETS = 8
+# ``squeue``'s default format's fields, asked for with ``omit_defaults``: kept up to date
+# between requests from the server's start (``JobListCache.warm``; the same set as
+# ``hal.compat.squeue`` asks for: tests/unit/compat/test_squeue_fields.py)
+SQUEUE_FIELDS = frozenset(
+    [
+        "array_job_id",
+        "array_max_running",
+        "array_task_id",
+        "display_id",
+        "end_time",
+        "id",
+        "name",
+        "node_count",
+        "nodes",
+        "partition",
+        "priority",
+        "reason",
+        "start_time",
+        "state",
+        "state_code",
+        "suspended_seconds",
+        "user",
+    ]
+)
+# and the other field sets asked for in the last WARM_FOR_S seconds
+WARM_FOR_S = 300.0
 JOB_FIELDS = tuple(JobInfo.model_fields)  # in JobInfo's order: what ``fields=`` may name
 # each field's default (a factory's value), those without one absent: what
 # ``omit_defaults`` leaves out
@@ -196,6 +226,7 @@ class _Shape:
     # set's own fields
     cuts: dict[frozenset[str], tuple[_Plan, tuple[_Shape, ...]]] = field(default_factory=dict)
     entries: dict[int, _Entry] = field(default_factory=dict)
+    asked: float = -math.inf  # when a list last asked for it (``time.monotonic``)
 
     @classmethod
     def of(cls, fields: frozenset[str], omit_defaults: bool = False) -> _Shape:
@@ -324,6 +355,7 @@ class JobListCache:
         ``GIVE_WAY_S`` there while ``give_way()`` says a pass is being decided (``_turn``);
         the jobs are the versions ``jobs`` holds, whatever changes meanwhile."""
         shape = self._shape(frozenset(JOB_FIELDS) if fields is None else fields, omit_defaults)
+        shape.asked = time.monotonic()
         now = cluster.clock.now()
         parts: list[bytes] = []
         built = self.built
@@ -342,6 +374,35 @@ class JobListCache:
             held = cluster.jobs
             shape.entries = {k: e for k, e in shape.entries.items() if held.get(k) is e.job}
         return b'{"jobs":[' + b",".join(parts) + b"]}"
+
+    async def warm(
+        self, jobs: Sequence[Job], cluster: Cluster, idle: Callable[[], Awaitable[object]]
+    ) -> int:
+        """Build the JSON of each of ``jobs`` (new, or a new version) that squeue's default
+        set (``SQUEUE_FIELDS``) and each set asked for in the last ``WARM_FOR_S`` lack, so
+        that the next list finds it kept. Between every ``YIELD_EVERY`` jobs built it lets
+        the event loop run, then waits for ``idle()`` (no pass being decided). How many
+        it built."""
+        squeue = (SQUEUE_FIELDS, True)
+        if squeue not in self.shapes:
+            self._shape(*squeue)
+        since = time.monotonic() - WARM_FOR_S
+        shapes = [s for k, s in self.shapes.items() if k == squeue or s.asked >= since]
+        now = cluster.clock.now()
+        built = 0
+        for shape in shapes:
+            sources = self._sources(shape)
+            for job in jobs:
+                entry = shape.entries.get(job.id)
+                if entry is not None and entry.job is job:
+                    continue
+                shape.entries[job.id] = self._build(shape, job, cluster, now, sources)
+                self.built += 1
+                built += 1
+                if built % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+                    await idle()
+        return built
 
     def _json(
         self, shape: _Shape, job: Job, cluster: Cluster, now: float, sources: list[_Shape]
@@ -381,7 +442,8 @@ class JobListCache:
                 live, tail = _live(shape, job, cluster, now)
         else:
             head, live, tail = _parts(shape, job, cluster, now)
-        return _Entry(job, head, live, tail, _object(head, tail), live_settled(job))
+        settled = live_settled(job, shape.live)
+        return _Entry(job, head, live, tail, _object(head, tail), settled)
 
     def _head(self, shape: _Shape, job: Job, cluster: Cluster, sources: list[_Shape]) -> bytes:
         """``job``'s own fields of ``shape`` (``_Entry.head``): those a kept set of this
@@ -516,7 +578,19 @@ async def job_list_body(
     give_way: Callable[[], bool] = _never,
 ) -> bytes:
     """``JobListCache.body`` with the cache kept for ``cluster``."""
+    return await job_list_cache(cluster).body(jobs, cluster, fields, omit_defaults, give_way)
+
+
+async def job_list_warm(
+    jobs: Sequence[Job], cluster: Cluster, idle: Callable[[], Awaitable[object]]
+) -> int:
+    """``JobListCache.warm`` with the cache kept for ``cluster``."""
+    return await job_list_cache(cluster).warm(jobs, cluster, idle)
+
+
+def job_list_cache(cluster: Cluster) -> JobListCache:
+    """The job lists' cache kept for ``cluster``."""
     cache = _CACHES.get(cluster)
     if cache is None:
         cache = _CACHES[cluster] = JobListCache()
-    return await cache.body(jobs, cluster, fields, omit_defaults, give_way)
+    return cache

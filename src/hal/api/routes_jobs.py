@@ -17,6 +17,7 @@ from hal.api.convert import job_info, nul_field
 from hal.api.deps import caller_dep, services_dep
 from hal.api.fastpath import body_schema, is_json, json_response, not_json, read_body
 from hal.api.job_list import JOB_DEFAULTS, field_set, history_body, job_list_body
+from hal.api.list_warmer import QUEUE_STATES, lifespan
 from hal.api.submit import spec_of, submission
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job
@@ -45,7 +46,7 @@ from hal.wire.jobs import (
     WillRun,
 )
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], lifespan=lifespan)
 Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 # sent again with the same value, a submission answers with the jobs it gave the first time
@@ -233,11 +234,7 @@ async def list_jobs(
                     continue
         else:
             jobs = list(ctx.cluster.jobs.values())
-        default_states = (
-            None
-            if (all or ids or state)
-            else {JobState.PENDING, JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED}
-        )
+        default_states = None if (all or ids or state) else QUEUE_STATES
         keep = wanted_states or default_states
         jobs = [
             j

@@ -265,10 +265,16 @@ class SchedulerService:
         # jobs: a pending job started on the CPUs a cancelled one gave back would be
         # left running when the agents stop)
         self.paused = False
-        # True while ``decide`` runs (on the worker thread, or in a forked process the
+        # clear while ``decide`` runs (on the worker thread, or in a forked process the
         # thread waits for): work on the event loop that could hold the interpreter for
-        # seconds gives way (``hal.api.job_list``)
-        self.deciding = False
+        # seconds gives way, or waits for it (``hal.api.job_list``)
+        self.undecided = asyncio.Event()
+        self.undecided.set()
+
+    @property
+    def deciding(self) -> bool:
+        """Whether a pass is being decided (``undecided`` clear)."""
+        return not self.undecided.is_set()
 
     async def run(self, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
@@ -321,11 +327,11 @@ class SchedulerService:
             return False
         stats = self.stats
         started = time.perf_counter()
-        self.deciding = True
+        self.undecided.clear()
         try:
             plan, began, ended, cpu = await loop.run_in_executor(None, self._timed_decide, snap)
         finally:
-            self.deciding = False
+            self.undecided.set()
         back = time.perf_counter()
         stats.last_duration_s = stats.last_pass_s = back - started
         stats.last_pass_handback_s = max(0.0, back - ended)

@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
-from hal.api.convert import LIVE_FIELDS, job_info
+from hal.api.convert import LIVE_FIELDS, job_info, live_settled
 from hal.api.job_list import (
     GIVE_WAY_S,
     JOB_DEFAULTS,
     JOB_FIELDS,
     MAX_FIELD_SETS,
+    SQUEUE_FIELDS,
+    WARM_FOR_S,
     YIELD_EVERY,
     JobListCache,
     field_set,
@@ -179,6 +181,12 @@ def test_each_field_set_lists_those_fields_of_the_full_form_as_jobs_change() -> 
     built = cache.built
     assert kept(cache, cluster, FIELD_SETS[2]) == only(fresh(cluster), FIELD_SETS[2])
     assert cache.built == built  # (no live field of these follows the clock here)
+    clock.advance(5)
+    assert kept(cache, cluster, FIELD_SETS[3]) == only(fresh(cluster), FIELD_SETS[3])
+    assert cache.built == built + 1  # (job 5's: suspended, its figure grows)
+    # (squeue's one live field: a running job's is its version's, a suspended one's not)
+    assert live_settled(cluster.jobs[2], FIELD_SETS[3]) and not live_settled(cluster.jobs[2])
+    assert not live_settled(cluster.jobs[5], FIELD_SETS[3])
     assert kept(cache, cluster) == fresh(cluster)  # the full form alongside
 
 
@@ -317,3 +325,52 @@ def test_a_long_build_sleeps_between_its_turns_while_a_pass_decides(
     slept.clear()
     asyncio.run(cache.body(jobs, cluster, FIELD_SETS[1], False, lambda: True))  # (all kept)
     assert slept == []
+
+
+def test_warm_builds_ahead_what_the_next_list_would_build() -> None:
+    """``warm`` builds squeue's default set (and each set asked for lately) for the jobs
+    it lacks, so the next list builds nothing but what changed since; it builds no set
+    asked for longer ago than ``WARM_FOR_S``, and waits for ``idle`` between chunks."""
+    clock = VirtualClock(1_000_000.0)
+    cluster = new_cluster(MemoryStateStore(), clock)
+    jobs = [
+        (make_job(i).running_on("n1", start=999_000.0) if i % 3 else make_job(i)).build()
+        for i in range(1, 2 * YIELD_EVERY + 4)
+    ]
+    store(cluster, *jobs)
+    queue = sorted(cluster.jobs.values(), key=lambda j: j.id)
+    cache = JobListCache()
+    warmed = asyncio.run(cache.warm(queue, cluster, _idle))
+    assert warmed == len(queue) and cache.built == warmed
+    body = asyncio.run(cache.body(queue, cluster, SQUEUE_FIELDS, True))
+    assert cache.built == warmed  # (every job's JSON kept: nothing built for the list)
+    assert body == asyncio.run(JobListCache().body(queue, cluster, SQUEUE_FIELDS, True))
+    assert asyncio.run(cache.warm(queue, cluster, _idle)) == 0
+    names = frozenset({"id", "name"})
+    kept(cache, cluster, names)  # (asked for now: warmed from here on)
+    changed = queue[4].evolve(priority=queue[4].priority + 1)
+    cluster.put(changed)
+    queue[4] = changed
+    assert asyncio.run(cache.warm(queue, cluster, _idle)) == 2  # (one job, two sets)
+    cache.shapes[(names, False)].asked -= WARM_FOR_S + 1
+    changed = queue[5].evolve(priority=queue[5].priority + 1)
+    cluster.put(changed)
+    queue[5] = changed
+    assert asyncio.run(cache.warm(queue, cluster, _idle)) == 1  # (squeue's alone)
+
+    async def waiting() -> tuple[int, int]:
+        idle = asyncio.Event()  # (clear: a pass being decided)
+        fresh = JobListCache()
+        task = asyncio.create_task(fresh.warm(queue, cluster, idle.wait))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        first = fresh.built
+        idle.set()
+        await task
+        return first, fresh.built
+
+    assert asyncio.run(waiting()) == (YIELD_EVERY, len(queue))
+
+
+async def _idle() -> None:
+    return None

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from compat_fakes import T0, FakeClient, call, job_shapes, node
 
+from hal.api.job_list import SQUEUE_FIELDS
+from hal.client.records import job_defaults
 from hal.compat.job_fields import JOB_LETTERS, LETTER_FIELDS, LONG_FIELDS
 from hal.compat.squeue import SORT_LETTERS, parse_query, query_fields
 from hal.wire.jobs import JobInfo
@@ -82,6 +84,15 @@ def test_squeue_asks_for_its_columns_sort_keys_and_filters_fields_only() -> None
     default = asks()
     assert default is not None and len(default) < 20  # of JobInfo's 99
     assert asks("--json") is None  # --json shows every field
+
+
+def test_the_server_keeps_squeues_default_set_up_to_date() -> None:
+    """The server builds ``SQUEUE_FIELDS``' JSON (with ``omit_defaults``) between
+    requests: the set a plain ``squeue`` asks for, leaving out defaults."""
+    default = asks()
+    assert default is not None
+    assert frozenset(default) == SQUEUE_FIELDS
+    assert job_defaults(default)  # (so it asks with omit_defaults)
 
 
 def test_a_plain_column_is_its_field_as_it_is() -> None:

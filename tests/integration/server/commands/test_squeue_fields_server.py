@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from hal.api.job_list import SQUEUE_FIELDS, job_list_cache
+from hal.api.list_warmer import WARM_EVERY_S
 from hal.client import HalClient
 from hal.compat.commands import run
 from hal.testing import http
@@ -152,3 +154,26 @@ def test_omit_defaults_leaves_out_what_the_schema_says_is_the_default(live: Live
             assert {**{k: defaults[k] for k in whole if k not in short}, **short} == whole
             assert all(k not in defaults or v != defaults[k] for k, v in short.items())
         assert any(len(short) < len(whole) for short, whole in zip(some, full, strict=True))
+
+
+def test_the_server_builds_squeues_json_before_squeue_asks(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """Within a round of ``keep_warm`` after a job's submission the server holds its JSON
+    of squeue's default set, and a list of it serves that JSON as kept, building none."""
+    job_id = _sbatch(live, tmp_path, "--hold")  # (held: the same version throughout)
+    cluster = getattr(live.server, "cluster")  # noqa: B009 (LiveServer.server: object)
+    cache = job_list_cache(cluster)
+
+    def kept() -> object:
+        shape = cache.shapes.get((SQUEUE_FIELDS, True))
+        entry = None if shape is None else shape.entries.get(job_id)
+        return entry if entry is not None and entry.job is cluster.jobs[job_id] else None
+
+    wait_until(lambda: kept() is not None, timeout=3 * WARM_EVERY_S, message="its JSON kept")
+    entry = kept()
+    params = {"id": str(job_id), "fields": ",".join(SQUEUE_FIELDS), "omit_defaults": "true"}
+    auth = {"Authorization": f"Bearer {live.token}"}
+    got = http.get(f"{live.url}/v1/jobs", params=params, headers=auth)
+    assert got.status_code == 200 and [j["id"] for j in got.json()["jobs"]] == [job_id]
+    assert kept() is entry  # (the list built nothing for it)
