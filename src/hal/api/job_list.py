@@ -370,9 +370,7 @@ class JobListCache:
             if self.built - built >= YIELD_EVERY:
                 built = self.built
                 await _turn(give_way)
-        if len(shape.entries) > 2 * len(cluster.jobs) + 1000:
-            held = cluster.jobs
-            shape.entries = {k: e for k, e in shape.entries.items() if held.get(k) is e.job}
+        _prune(shape, cluster)
         return b'{"jobs":[' + b",".join(parts) + b"]}"
 
     async def warm(
@@ -402,6 +400,7 @@ class JobListCache:
                 if built % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                     await idle()
+            _prune(shape, cluster)
         return built
 
     def _json(
@@ -477,6 +476,14 @@ class JobListCache:
 
 
 _INFO: TypeAdapter[JobInfo] = TypeAdapter(JobInfo)
+
+
+def _prune(shape: _Shape, cluster: Cluster) -> None:
+    """Drop the entries of jobs the mirror no longer holds (or holds another version of)
+    once they outnumber the mirror's jobs."""
+    if len(shape.entries) > 2 * len(cluster.jobs) + 1000:
+        held = cluster.jobs
+        shape.entries = {k: e for k, e in shape.entries.items() if held.get(k) is e.job}
 
 
 def _kept(live: frozenset[str], job: Job, sources: list[_Shape]) -> _Entry | None:

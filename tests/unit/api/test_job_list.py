@@ -372,5 +372,22 @@ def test_warm_builds_ahead_what_the_next_list_would_build() -> None:
     assert asyncio.run(waiting()) == (YIELD_EVERY, len(queue))
 
 
+def test_warm_drops_the_json_of_jobs_the_mirror_no_longer_holds() -> None:
+    """Kept without a request, entries of jobs gone are dropped once they outnumber the
+    mirror's jobs (as a list drops them)."""
+    clock = VirtualClock(1_000_000.0)
+    cluster = new_cluster(MemoryStateStore(), clock)
+    store(cluster, *(make_job(i).build() for i in range(1, 1011)))
+    cache = JobListCache()
+    asyncio.run(cache.warm(list(cluster.jobs.values()), cluster, _idle))
+    shape = cache.shapes[(SQUEUE_FIELDS, True)]
+    assert len(shape.entries) == 1010
+    later = new_cluster(MemoryStateStore(), clock)  # (a mirror of two jobs: 1 and 2)
+    store(later, make_job(1).build(), make_job(2).build())
+    assert asyncio.run(cache.warm(list(later.jobs.values()), later, _idle)) == 2
+    assert sorted(shape.entries) == [1, 2]
+    assert all(e.job is later.jobs[k] for k, e in shape.entries.items())
+
+
 async def _idle() -> None:
     return None
